@@ -1,0 +1,111 @@
+"""The `sqlflow` command line. Commands are thin: parse options, call the library, print.
+
+A user mistake (SqlflowError) prints one red line per problem with a hint and exits 1;
+`--debug` re-raises it with the traceback instead.
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+from pathlib import Path
+
+import click
+from rich.console import Console
+
+from sqlflow.context import Context
+from sqlflow.errors import SqlflowError
+
+console = Console(highlight=False)
+err_console = Console(stderr=True, highlight=False)
+
+
+def error_handler(fn):
+    """Turn known errors into red lines and exit 1; let --debug show the traceback."""
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        ctx = click.get_current_context()
+        debug = bool(ctx.find_root().params.get("debug"))
+        try:
+            return fn(*args, **kwargs)
+        except SqlflowError as exc:
+            if debug:
+                raise
+            for diag in exc.diagnostics:
+                err_console.print(f"[red]{_escape(diag.format())}[/red]")
+            sys.exit(1)
+
+    return wrapper
+
+
+def _escape(text: str) -> str:
+    from rich.markup import escape
+
+    return escape(text)
+
+
+@click.group()
+@click.option("--project-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Project root (default: the nearest folder with dbt_project.yml).")
+@click.option("--target", "-t", default=None, help="Target in profiles/profiles.yml (default: the profile's).")
+@click.option("--debug", is_flag=True, help="Show full tracebacks.")
+@click.version_option(package_name="sqlflow")
+@click.pass_context
+def main(ctx: click.Context, project_dir: Path | None, target: str | None, debug: bool) -> None:
+    """sqlflow: dbt-style SQL models compiled to Spark streaming or backfill plans."""
+    ctx.obj = {"project_dir": project_dir, "target": target}
+
+
+def context() -> Context:
+    """The Context for the running command, discovered once from the root options."""
+    obj = click.get_current_context().find_root().obj
+    if "context" not in obj:
+        obj["context"] = Context.discover(obj["project_dir"], obj["target"])
+    return obj["context"]
+
+
+@main.group(invoke_without_command=True)
+@click.option("--rows", type=click.IntRange(min=100), default=None,
+              help="Impressions to generate (events scale with it). Default: a few-minute demo.")
+@click.option("--seed", type=int, default=None, help="Random seed; the same seed gives the same data.")
+@click.option("--days", type=click.IntRange(min=1, max=31), default=None, help="Days of data.")
+@click.pass_context
+@error_handler
+def demo(click_ctx: click.Context, rows: int | None, seed: int | None, days: int | None) -> None:
+    """Generate demo data and run the pipeline end to end (the README's main job)."""
+    if click_ctx.invoked_subcommand is not None:
+        return
+    from sqlflow.demo.run import run_demo
+
+    run_demo(context(), console, rows=rows, seed=seed, days=days)
+
+
+@demo.command("generate")
+@click.option("--rows", type=click.IntRange(min=100), default=None, help="Impressions to generate.")
+@click.option("--seed", type=int, default=None, help="Random seed; the same seed gives the same data.")
+@click.option("--days", type=click.IntRange(min=1, max=31), default=None, help="Days of data.")
+@error_handler
+def demo_generate(rows: int | None, seed: int | None, days: int | None) -> None:
+    """Write the demo's ODS and dimension Delta tables (deterministic for a seed)."""
+    from sqlflow.demo.run import generate_demo
+
+    generate_demo(context(), console, rows=rows, seed=seed, days=days)
+
+
+@main.command("dbt", context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
+@click.argument("dbt_args", nargs=-1, type=click.UNPROCESSED)
+@error_handler
+def dbt_cmd(dbt_args: tuple[str, ...]) -> None:
+    """Run dbt in this process, in sqlflow's SparkSession (so the project's Python UDFs exist).
+
+    Example: `sqlflow dbt run --select staging`. `--profiles-dir profiles` is added for you.
+    """
+    from sqlflow.dbt_bridge import run_dbt
+
+    ok = run_dbt(context(), list(dbt_args))
+    sys.exit(0 if ok else 1)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

@@ -1,0 +1,50 @@
+"""Shared fixtures. One SparkSession per test run: Spark is slow to start on two cores.
+
+Spark tests use a warehouse and Derby metastore under a per-run temp folder, never the
+project's own `.sqlflow/` state, so a test run and a demo run can share a checkout.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="session")
+def project_dir() -> Path:
+    return ROOT
+
+
+@pytest.fixture(scope="session")
+def spark_state(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("spark_state")
+
+
+@pytest.fixture(scope="session")
+def spark(spark_state):
+    """The one SparkSession of the test run: local target of profiles.yml, state in tmp."""
+    from sqlflow.profiles import load_target
+    from sqlflow.session import build_session
+
+    target = load_target(ROOT, "sqlflow", "local")
+    overrides = {
+        "spark.master": "local[2]",
+        "spark.sql.warehouse.dir": str(spark_state / "warehouse"),
+        "spark.hadoop.javax.jdo.option.ConnectionURL":
+            f"jdbc:derby:;databaseName={spark_state / 'metastore_db'};create=true",
+        "spark.driver.extraJavaOptions": f"-Dderby.system.home={spark_state}",
+        "spark.sql.shuffle.partitions": "2",
+        "spark.driver.memory": "2g",
+    }
+    session = build_session(target, ROOT, overrides)
+    yield session
+    session.stop()
+
+
+def pytest_collection_modifyitems(config, items):
+    # Run the JVM-free tests first: a compiler regression shows up before Spark starts.
+    items.sort(key=lambda item: 1 if "spark" in getattr(item, "fixturenames", ()) else 0)
