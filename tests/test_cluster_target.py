@@ -1,0 +1,103 @@
+"""The `cluster` target against a real Spark standalone master and worker on 127.0.0.1.
+
+The master and worker come from the pyspark install (`spark-class`); the job runs in a
+separate Python process because this test process already owns a local SparkContext.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+import pyspark
+
+ROOT = Path(__file__).resolve().parents[1]
+SPARK_CLASS = Path(pyspark.__file__).parent / "bin" / "spark-class"
+
+JOB = r"""
+import sys
+from pathlib import Path
+from sqlflow.context import Context
+
+ctx = Context.discover(Path(sys.argv[1]), "cluster")
+spark = ctx.spark
+assert spark.sparkContext.master.startswith("spark://"), spark.sparkContext.master
+df = spark.range(0, 1000).selectExpr("id", "concat('live.room.gift.', id % 7) AS spmid")
+df.write.format("delta").mode("overwrite").saveAsTable("default.cluster_probe")
+row = spark.sql(
+    "SELECT count(*) AS n, count(DISTINCT spmid_department(spmid)) AS d FROM default.cluster_probe"
+).collect()[0]
+print(f"RESULT {row.n} {row.d}")
+spark.stop()
+"""
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _wait_for_port(port: int, seconds: float) -> None:
+    deadline = time.time() + seconds
+    while time.time() < deadline:
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.5)
+    raise TimeoutError(f"nothing listens on 127.0.0.1:{port} after {seconds}s")
+
+
+@pytest.fixture()
+def standalone_cluster(tmp_path):
+    port, ui, wui = _free_port(), _free_port(), _free_port()
+    env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "SPARK_NO_DAEMONIZE": "1"}
+    logs = [open(tmp_path / "master.log", "w"), open(tmp_path / "worker.log", "w")]
+    master = subprocess.Popen(
+        [str(SPARK_CLASS), "org.apache.spark.deploy.master.Master",
+         "--host", "127.0.0.1", "--port", str(port), "--webui-port", str(ui)],
+        env=env, stdout=logs[0], stderr=subprocess.STDOUT)
+    procs = [master]
+    try:
+        _wait_for_port(port, 60)
+        url = f"spark://127.0.0.1:{port}"
+        procs.append(subprocess.Popen(
+            [str(SPARK_CLASS), "org.apache.spark.deploy.worker.Worker", url,
+             "--cores", "1", "--memory", "1g", "--webui-port", str(wui),
+             "--work-dir", str(tmp_path / "work")],
+            env=env, stdout=logs[1], stderr=subprocess.STDOUT))
+        time.sleep(3)
+        yield url
+    finally:
+        for p in reversed(procs):
+            p.terminate()
+        for p in procs:
+            try:
+                p.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                p.kill()
+        for f in logs:
+            f.close()
+
+
+def test_cluster_target_runs_delta_and_udfs_on_a_real_worker(standalone_cluster, tmp_path):
+    project = tmp_path / "project"
+    project.mkdir()
+    shutil.copytree(ROOT / "profiles", project / "profiles")
+    shutil.copytree(ROOT / "udfs", project / "udfs")
+    shutil.copy(ROOT / "dbt_project.yml", project / "dbt_project.yml")
+    env = {**os.environ, "SQLFLOW_SPARK_MASTER": standalone_cluster, "SPARK_LOCAL_IP": "127.0.0.1"}
+    out = subprocess.run([sys.executable, "-c", JOB, str(project)], env=env,
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    result = [line for line in out.stdout.splitlines() if line.startswith("RESULT")]
+    assert result == ["RESULT 1000 1"], out.stdout[-2000:]
+    # the table landed in the project's own state folder, not in the cwd
+    assert (project / ".sqlflow" / "warehouse" / "cluster_probe" / "_delta_log").is_dir()
