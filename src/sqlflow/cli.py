@@ -33,7 +33,7 @@ def error_handler(fn):
             if debug:
                 raise
             for diag in exc.diagnostics:
-                err_console.print(f"[red]{_escape(diag.format())}[/red]")
+                err_console.print(f"[red]{_escape(diag.format())}[/red]", soft_wrap=True)
             sys.exit(1)
 
     return wrapper
@@ -91,6 +91,47 @@ def demo_generate(rows: int | None, seed: int | None, days: int | None) -> None:
     from sqlflow.demo.run import generate_demo
 
     generate_demo(context(), console, rows=rows, seed=seed, days=days)
+
+
+def _parse_vars(text: str | None) -> dict:
+    if not text:
+        return {}
+    import yaml
+
+    try:
+        value = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise SqlflowError(f"--vars is not valid YAML: {exc}",
+                           hint="""pass a mapping, e.g. --vars '{"start": "2026-11-01"}'""") from None
+    if not isinstance(value, dict):
+        raise SqlflowError("--vars must be a mapping", hint="""e.g. --vars '{"days": 2}'""")
+    return value
+
+
+@main.command("compile")
+@click.option("--mode", type=click.Choice(["stream", "batch"]), required=True,
+              help="stream: Structured Streaming plans; batch: backfill plans.")
+@click.option("--select", "-s", "select", multiple=True,
+              help="Models to compile: name, +name (with ancestors), name+ (with descendants), tag:x, path:dir.")
+@click.option("--format", "fmt", type=click.Choice(["sql", "json"]), default="sql", help="What to print.")
+@click.option("--vars", "vars_text", default=None, help="YAML mapping of vars, overriding dbt_project.yml.")
+@error_handler
+def compile_cmd(mode: str, select: tuple[str, ...], fmt: str, vars_text: str | None) -> None:
+    """Compile models to Spark plans; print them and write target/sqlflow/<mode>/<model>.sql|json."""
+    from sqlflow.compiler import compile_project, plan_json_text, plan_sql_text, write_artifacts
+
+    ctx = context()
+    result = compile_project(ctx.project_dir, mode=mode, select=list(select) or None,
+                             target=ctx.target, vars=_parse_vars(vars_text))
+    for diag in result.warnings:
+        err_console.print(f"[yellow]{_escape(diag.format())}[/yellow]", soft_wrap=True)
+    result.raise_if_errors()
+    written = write_artifacts(result, ctx.project_dir)
+    for name, plan in result.plans.items():
+        text = plan_sql_text(plan) if fmt == "sql" else plan_json_text(plan, result.irs.get(name))
+        console.print(_escape(text), end="" if text.endswith("\n") else "\n", soft_wrap=True)
+    err_console.print(f"compiled {len(result.plans)} model(s) in {mode} mode; "
+                      f"wrote {len(written)} files to target/sqlflow/{mode}/")
 
 
 @main.command("dbt", context_settings={"ignore_unknown_options": True, "allow_extra_args": True})

@@ -1,0 +1,13 @@
+-- Ad impressions as landed, with the columns' types fixed. Every row is kept: quarantine of
+-- late, future and malformed rows is the runtime's job (DESIGN 2.1), not a filter here.
+{{ config(materialized='table', file_format='delta', partition_by=['dt', 'hour']) }}
+
+select
+    cast(req_id as string) as req_id,
+    cast(ad_id as bigint) as ad_id,
+    cast(user_id as bigint) as user_id,
+    cast(imp_ts as timestamp) as imp_ts,
+    cast(ingest_ts as timestamp) as ingest_ts,
+    cast(dt as string) as dt,
+    cast(hour as string) as hour
+from {{ source('ods', 'ods_ad_impressions') }}

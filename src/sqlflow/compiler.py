@@ -1,0 +1,186 @@
+"""load → render → analyze → check → plan, for every model of a project, in one mode.
+
+`compile_project` never starts Spark or dbt. Every problem of every model is collected:
+stream-safety findings are errors in stream mode and warnings in batch mode.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+from sqlflow.analyze import analyze
+from sqlflow.checks import check
+from sqlflow.errors import Diagnostic, SqlflowError
+from sqlflow.ir import InputRel, ModelIR
+from sqlflow.plan import Mode, Plan
+from sqlflow.planner import build_plan
+from sqlflow.project import Project, load_project
+from sqlflow.render import RenderedModel, render_project
+
+ARTIFACT_DIR = Path("target") / "sqlflow"
+
+
+@dataclass
+class CompileResult:
+    """Plans of the selected models (topological order) and every diagnostic found."""
+
+    mode: Mode
+    plans: dict[str, Plan] = field(default_factory=dict)
+    irs: dict[str, ModelIR] = field(default_factory=dict)
+    rendered: dict[str, RenderedModel] = field(default_factory=dict)
+    diagnostics: list[Diagnostic] = field(default_factory=list)
+
+    @property
+    def errors(self) -> list[Diagnostic]:
+        return [d for d in self.diagnostics if d.severity == "error"]
+
+    @property
+    def warnings(self) -> list[Diagnostic]:
+        return [d for d in self.diagnostics if d.severity == "warning"]
+
+    def raise_if_errors(self) -> None:
+        if self.errors:
+            raise SqlflowError(diagnostics=self.errors)
+
+
+def compile_project(project_dir: Path, *, mode: Mode, select: Sequence[str] | None = None,
+                    target: Any = None, vars: dict[str, Any] | None = None) -> CompileResult:
+    """Compile the project at `project_dir` for `mode`; see CompileResult.
+
+    Raises SqlflowError for problems that stop compilation early (bad config, Jinja errors,
+    unknown refs, cycles, unparseable SQL); stream-safety findings land in the result.
+    """
+    project = load_project(project_dir)
+    target = target or _offline_target()
+    everything = render_project(project, target, mode, None, vars)
+    selected = set(everything.dag.select(select)) if select else set(everything.models)
+    result = CompileResult(mode, diagnostics=list(project.warnings))
+    parse_errors: list[Diagnostic] = []
+    for name in everything.order:
+        rendered = everything.models[name]
+        try:
+            ir = analyze(rendered.sql, model=name, path=rendered.path, mode=mode,
+                         inputs=_inputs(project, everything.models, result.irs, rendered, mode),
+                         locate=rendered.locate, partition_by=_as_tuple(rendered.config.partition_by))
+        except SqlflowError as exc:
+            parse_errors.extend(exc.diagnostics)
+            continue
+        result.irs[name] = ir
+        if name not in selected:
+            continue
+        findings = check(ir, mode)
+        result.diagnostics.extend(findings)
+        result.rendered[name] = rendered
+        if any(d.severity == "error" for d in findings):
+            continue  # an unsafe model gets no plan; its errors say why
+        result.plans[name] = build_plan(
+            rendered, ir, mode, warnings=tuple(d.format() for d in findings if d.severity == "warning"))
+    if parse_errors:
+        raise SqlflowError(diagnostics=parse_errors)
+    return result
+
+
+def streams_in_stream_mode(config: Any) -> bool:
+    return config.materialized == "streaming_table"
+
+
+def _inputs(project: Project, models: dict[str, RenderedModel], irs: dict[str, ModelIR],
+            rendered: RenderedModel, mode: Mode) -> dict[str, InputRel]:
+    """What the analyzer needs of each relation `rendered` reads, in this mode."""
+    streaming_model = streams_in_stream_mode(rendered.config)
+    out: dict[str, InputRel] = {}
+    for inp in rendered.inputs:
+        relation = str(inp.relation).lower()
+        if inp.kind == "source":
+            table = project.source(inp.source_name, inp.name)
+            streamable = bool(table and table.event_time and table.kind != "static")
+            out[relation] = InputRel(
+                relation=relation, name=inp.key, kind="source",
+                streaming=streamable and streaming_model and mode == "stream",
+                streamable=streamable and streaming_model,
+                event_time=table.event_time if table else None,
+                ingest_time=table.ingest_time if table else None,
+                allowed_lateness_us=_us(table.allowed_lateness) if table else 0,
+                future_tolerance_us=_us(table.future_tolerance) if table else 0,
+                partition_by=(table.partition_column,) if table and table.partition_column else (),
+                columns=tuple(c.name for c in table.columns) if table else ())
+        else:
+            upstream = models.get(inp.name)
+            ir = irs.get(inp.name)
+            up_stream = bool(upstream and streams_in_stream_mode(upstream.config))
+            lateness = _upstream_lateness(ir)
+            out[relation] = InputRel(
+                relation=relation, name=inp.name, kind="model",
+                streaming=up_stream and streaming_model and mode == "stream",
+                streamable=up_stream and streaming_model,
+                event_time=(upstream.config.event_time if upstream else None)
+                or (ir.event_time if ir else None),
+                ingest_time=lateness[0], allowed_lateness_us=lateness[1],
+                future_tolerance_us=lateness[2],
+                partition_by=_as_tuple(upstream.config.partition_by) if upstream else (),
+                columns=tuple(o.name for o in ir.outputs) if ir and ir.outputs_complete else ())
+    return out
+
+
+def _upstream_lateness(ir: ModelIR | None) -> tuple[str | None, int, int]:
+    """A model's output keeps the lateness of its stream inputs (the largest of them)."""
+    if ir is None:
+        return None, 0, 0
+    streams = [r.input for r in ir.reads if r.input.is_stream]
+    if not streams:
+        return None, 0, 0
+    return (streams[0].ingest_time, max(s.allowed_lateness_us for s in streams),
+            max(s.future_tolerance_us for s in streams))
+
+
+def write_artifacts(result: CompileResult, project_dir: Path) -> list[Path]:
+    """Write `target/sqlflow/<mode>/<model>.sql` and `.json` for every plan; return the paths."""
+    folder = project_dir / ARTIFACT_DIR / result.mode
+    folder.mkdir(parents=True, exist_ok=True)
+    written = []
+    for name, plan in result.plans.items():
+        sql_path, json_path = folder / f"{name}.sql", folder / f"{name}.json"
+        sql_path.write_text(plan_sql_text(plan))
+        json_path.write_text(plan_json_text(plan, result.irs.get(name)))
+        written += [sql_path, json_path]
+    return written
+
+
+def plan_sql_text(plan: Plan) -> str:
+    """The SQL of a plan as a file: a header naming model and mode, then each statement."""
+    head = f"-- model: {plan.model} ({plan.path}); mode: {plan.mode}"
+    if plan.mode == "stream":
+        head += f"; strategy: {plan.strategy}"
+    parts = [head, plan.sql.rstrip() + ";"]
+    for i, pad in enumerate(getattr(plan, "padding_sql", ()) or ()):
+        parts += [f"-- padding of closed unmatched rows ({i + 1})", pad.rstrip() + ";"]
+    return "\n".join(parts) + "\n"
+
+
+def plan_json_text(plan: Plan, ir: ModelIR | None) -> str:
+    data = plan.to_dict()
+    if ir is not None:
+        data["ir"] = ir.to_dict()
+    return json.dumps(data, indent=2, sort_keys=True, default=str) + "\n"
+
+
+def _offline_target():
+    """A stand-in target for compiling without a profile: schema `dw`, name `local`."""
+    from sqlflow.profiles import Target
+
+    return Target(name="local", type="spark", method="session", schema="dw")
+
+
+def _us(delta) -> int:
+    from datetime import timedelta
+
+    return int(delta / timedelta(microseconds=1))
+
+
+def _as_tuple(value: Any) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    return (value,) if isinstance(value, str) else tuple(value)

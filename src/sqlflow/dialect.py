@@ -1,0 +1,100 @@
+"""The Spark SQL dialect sqlflow parses models with: sqlglot's Spark, plus source positions.
+
+sqlglot records `line`/`col`/`start`/`end` in `expression.meta` for identifiers and for
+functions called with parentheses, but not for functions spelled without them
+(`current_timestamp`, `current_date`). Every stream-safety error must name a line and column,
+so the parser of this subclass stamps the position of the function's token on those too.
+Generation is unchanged: `ast.sql(dialect="spark")` and `ast.sql(dialect=SqlflowSpark)` agree.
+
+    >>> from sqlflow.dialect import parse
+    >>> node = parse("SELECT a,\\n  current_timestamp FROM t").expressions[1]
+    >>> node.meta["line"], node.meta["start"]
+    (2, 12)
+    >>> parse("SELECT count(*) FROM t GROUP BY window(ts, '1 hour')").args["group"].sql("spark")
+    "GROUP BY WINDOW(ts, '1 hour')"
+"""
+
+from __future__ import annotations
+
+import typing as t
+
+from sqlglot import exp
+from sqlglot.dialects.spark import Spark
+from sqlglot.errors import ParseError, TokenError
+from sqlglot.tokens import Token, TokenType
+
+from sqlflow.errors import Location, SqlflowError
+
+
+class SqlflowSpark(Spark):
+    """Spark 3/4 SQL as sqlglot parses it, with positions on parenthesis-less functions, and
+    `GROUP BY window(ts, '1 hour')` read as Spark reads it (sqlglot 30.30 stops a GROUP BY at a
+    leading `window` token, taking it for a `WINDOW w AS (...)` clause)."""
+
+    class Parser(Spark.Parser):
+        def _parse_function_call(self, *args: t.Any, **kwargs: t.Any) -> exp.Expr | None:
+            token = self._curr
+            node = super()._parse_function_call(*args, **kwargs)
+            if node is not None and token is not None and "start" not in node.meta:
+                node.update_positions(token)
+            return node
+
+        def _parse_group(self, skip_group_by_token: bool = False) -> exp.Group | None:
+            first = self._index + (0 if skip_group_by_token else 1)
+            ahead = [tok.token_type for tok in self._tokens[first : first + 2]]
+            if ahead != [TokenType.WINDOW, TokenType.L_PAREN]:
+                return super()._parse_group(skip_group_by_token)
+            # Shadow the class set on this parser instance only, for this one clause.
+            self.QUERY_MODIFIER_TOKENS = type(self).QUERY_MODIFIER_TOKENS - {TokenType.WINDOW}
+            try:
+                return super()._parse_group(skip_group_by_token)
+            finally:
+                del self.QUERY_MODIFIER_TOKENS
+
+
+DIALECT = SqlflowSpark
+
+
+def parse(
+    sql: str,
+    *,
+    path: str = "<sql>",
+    locate: t.Callable[[int, int], Location] | None = None,
+) -> exp.Expr:
+    """Parse one rendered model statement; a syntax error becomes a `SqlflowError` at its place."""
+    return parse_with_tokens(sql, path=path, locate=locate)[0]
+
+
+def parse_with_tokens(
+    sql: str,
+    *,
+    path: str = "<sql>",
+    locate: t.Callable[[int, int], Location] | None = None,
+) -> tuple[exp.Expr, list[Token]]:
+    """`parse`, also returning the token stream (keyword positions come from it)."""
+    dialect = DIALECT()
+    try:
+        tokens = dialect.tokenize(sql)
+        statements = [s for s in dialect.parser().parse(tokens, sql) if s is not None]
+    except (ParseError, TokenError) as err:
+        raise _syntax_error(err, path, locate) from None
+    if len(statements) != 1:
+        raise SqlflowError(
+            f"a model must be exactly one SELECT statement, found {len(statements)}",
+            location=Location(path),
+            hint="remove the extra statements (move setup into a pre-hook or a macro)",
+        )
+    return statements[0], tokens
+
+
+def _syntax_error(
+    err: Exception, path: str, locate: t.Callable[[int, int], Location] | None
+) -> SqlflowError:
+    details = getattr(err, "errors", None) or [{}]
+    first = details[0]
+    line, col = int(first.get("line") or 0), int(first.get("col") or 0)
+    where = locate(line, col) if (locate and line) else Location(path, line, col)
+    what = first.get("description") or str(err).splitlines()[0]
+    near = first.get("highlight")
+    message = f"SQL syntax error: {what}" + (f" near `{near}`" if near else "")
+    return SqlflowError(message, location=where, hint="fix the SQL at that position")

@@ -1,0 +1,177 @@
+"""Plan: a model IR becomes a `BatchPlan` or a `StreamPlan`, plain frozen values.
+
+Both come from the one sqlglot AST of the model. The modes differ only at the edges:
+- batch reads every input as a static table, runs the model SQL unchanged and overwrites
+  exactly the output partitions it computes;
+- stream (`incremental`, the default) binds each stream input to a view of the micro-batch's
+  new rows and, for joins of streams, rewrites the statement by the delta rule
+  (`ΔL ⋈ (L_old... )`, see `sqlflow.delta_rule`), appending exactly once per batch id;
+- stream (`stateful`) binds each stream input to a streaming view with a watermark of
+  `allowed_lateness + skew_margin` and runs the model SQL unchanged.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from sqlglot import exp
+
+from sqlflow.dialect import DIALECT
+from sqlflow.ir import InputRel, JoinIR, ModelIR
+
+Mode = Literal["stream", "batch"]
+STATE_DIR = ".sqlflow"
+
+
+@dataclass(frozen=True)
+class Watermark:
+    """Spark's watermark for the `stateful` strategy: column and delay in microseconds."""
+
+    column: str
+    delay_us: int
+
+    @property
+    def delay(self) -> str:
+        return f"{self.delay_us} microseconds"
+
+
+@dataclass(frozen=True)
+class PruneRange:
+    """Which older rows of an input a micro-batch can still match (incremental joins).
+
+    Rows of this input with `column` in `[min(other.other_column) + lower_us,
+    max(other.other_column) + upper_us]`, where `other` is the micro-batch's new rows of the
+    other join side. The runtime computes min/max per micro-batch.
+    """
+
+    column: str
+    other: str
+    other_column: str
+    lower_us: int
+    upper_us: int
+
+
+@dataclass(frozen=True)
+class SourceBinding:
+    """How one input of the model is read in this plan."""
+
+    relation: str  # as written in the model's SQL: `ods.ods_ad_impressions`, `dw.stg_x`
+    input: str  # the ref'd model or `source.table`
+    read: Literal["static", "stream"]
+    view: str | None = None  # temp view the plan's SQL reads instead of `relation`
+    old_view: str | None = None  # incremental join: this input's older rows
+    event_time: str | None = None
+    ingest_time: str | None = None
+    allowed_lateness_us: int = 0
+    future_tolerance_us: int = 0
+    watermark: Watermark | None = None
+    prune: tuple[PruneRange, ...] = ()
+    max_files_per_trigger: int | None = None
+
+
+@dataclass(frozen=True)
+class Sink:
+    """Where the rows go. `overwrite_partitions`: replace exactly the partitions computed;
+    `append_once`: Delta append made idempotent per (query, batch id); `replace`: whole table;
+    `view`: a view over the SQL."""
+
+    table: str
+    write: Literal["overwrite_partitions", "append_once", "replace", "view"]
+    partition_by: tuple[str, ...] = ()
+    checkpoint: str | None = None
+    file_format: str = "delta"
+
+
+@dataclass(frozen=True)
+class BatchPlan:
+    model: str
+    path: str
+    materialized: str
+    sql: str
+    sources: tuple[SourceBinding, ...]
+    sink: Sink
+    quarantine: str
+    event_time: str | None = None
+    mode: Mode = "batch"
+    warnings: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return _to_dict(self)
+
+
+@dataclass(frozen=True)
+class StreamPlan:
+    model: str
+    path: str
+    materialized: str
+    strategy: Literal["incremental", "stateful"]
+    sql: str  # per micro-batch (incremental) or the streaming query (stateful)
+    sources: tuple[SourceBinding, ...]
+    sink: Sink
+    quarantine: str
+    trigger: str
+    padding_sql: tuple[str, ...] = ()  # incremental outer joins: emits closed unmatched rows
+    event_time: str | None = None
+    mode: Mode = "stream"
+    warnings: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return _to_dict(self)
+
+
+Plan = BatchPlan | StreamPlan
+
+
+def _to_dict(plan: Any) -> dict[str, Any]:
+    return {"kind": type(plan).__name__, **dataclasses.asdict(plan)}
+
+
+def spark_sql(tree: exp.Expression) -> str:
+    """The Spark SQL text of a tree, formatted the same way in every plan."""
+    return tree.sql(dialect=DIALECT, pretty=True)
+
+
+def view_name(prefix: str, relation: str) -> str:
+    """A temp view name for a relation: `__sqlflow_delta__ods__ods_ad_impressions`."""
+    return f"__sqlflow_{prefix}__" + relation.replace(".", "__").replace("`", "")
+
+
+def quarantine_table(sink_table: str, override: str | None) -> str:
+    if override:
+        return override if "." in override else f"{sink_table.rsplit('.', 1)[0]}.{override}"
+    return f"{sink_table}__quarantine"
+
+
+def streams_of(ir: ModelIR) -> list[InputRel]:
+    """The stream inputs of a model in this mode, in the order they are first read."""
+    seen: dict[str, InputRel] = {}
+    for read in ir.reads:
+        if read.input.streaming and read.input.relation not in seen:
+            seen[read.input.relation] = read.input
+    return list(seen.values())
+
+
+def stream_joins(ir: ModelIR) -> list[JoinIR]:
+    return [j for j in ir.joins if j.left_streaming and j.right_streaming]
+
+
+def bind_relations(tree: exp.Expression, views: dict[str, str]) -> exp.Expression:
+    """A copy of `tree` whose tables named in `views` read the named view (alias kept).
+
+        >>> from sqlflow.dialect import parse
+        >>> bind_relations(parse("SELECT a FROM ods.t AS x"), {"ods.t": "v"}).sql()
+        'SELECT a FROM v AS x'
+    """
+    def swap(node: exp.Expression) -> exp.Expression:
+        if isinstance(node, exp.Table) and _table_key(node) in views:
+            return exp.to_table(views[_table_key(node)]).as_(node.alias or node.name)
+        return node
+
+    return tree.copy().transform(swap)
+
+
+def _table_key(table: exp.Table) -> str:
+    parts = [p for p in (table.db, table.name) if p]
+    return ".".join(parts).lower()

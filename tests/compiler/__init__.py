@@ -1,0 +1,1 @@
+"""Compiler tests: load, render, DAG (no JVM), and dbt conformance (Spark + dbt)."""

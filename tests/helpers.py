@@ -1,0 +1,102 @@
+"""Shared test helpers: build small dbt projects in a temp folder, render them without Spark."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+from typing import Any, Mapping
+
+import yaml
+
+DEFAULT_PROJECT_YML = """\
+name: testproj
+version: "1.0.0"
+config-version: 2
+profile: sqlflow
+model-paths: ["models"]
+macro-paths: ["macros"]
+"""
+
+DEFAULT_PROFILES_YML = """\
+sqlflow:
+  target: local
+  outputs:
+    local:
+      type: spark
+      method: session
+      host: NA
+      schema: dw
+"""
+
+
+def _write(root: Path, rel: str, text: str) -> None:
+    path = root / rel
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(textwrap.dedent(text))
+
+
+def _under(prefix: str, rel: str) -> str:
+    return rel if rel.startswith(prefix + "/") else f"{prefix}/{rel}"
+
+
+def make_project(
+    tmp_path: Path,
+    models: Mapping[str, str] | None = None,
+    yml: Mapping[str, str | dict[str, Any]] | None = None,
+    macros: Mapping[str, str] | None = None,
+    project_yml: str | dict[str, Any] | None = None,
+    files: Mapping[str, str] | None = None,
+    profiles_yml: str | None = DEFAULT_PROFILES_YML,
+) -> Path:
+    """Write a dbt project under `tmp_path` and return its folder.
+
+    `models` maps paths (relative to `models/`, or starting with `models/`) to SQL; `yml` maps
+    paths to YAML text or a dict; `macros` maps paths (relative to `macros/`) to Jinja;
+    `project_yml` replaces (text) or extends (dict) the default dbt_project.yml; `files` writes
+    anything else. Text is dedented, so triple-quoted literals can be indented.
+    A `profiles/profiles.yml` with a session target `local` (schema `dw`) is written too.
+    """
+    root = Path(tmp_path)
+    if isinstance(project_yml, dict):
+        base = yaml.safe_load(DEFAULT_PROJECT_YML)
+        base.update(project_yml)
+        project_yml = yaml.safe_dump(base, sort_keys=False)
+    _write(root, "dbt_project.yml", project_yml or DEFAULT_PROJECT_YML)
+    if profiles_yml:
+        _write(root, "profiles/profiles.yml", profiles_yml)
+    for rel, sql in (models or {}).items():
+        _write(root, _under("models", rel), sql)
+    for rel, text in (yml or {}).items():
+        text = yaml.safe_dump(text, sort_keys=False) if isinstance(text, dict) else text
+        _write(root, _under("models", rel), text)
+    for rel, text in (macros or {}).items():
+        _write(root, _under("macros", rel), text)
+    for rel, text in (files or {}).items():
+        _write(root, rel, text)
+    (root / "models").mkdir(exist_ok=True)
+    return root
+
+
+def make_target(schema: str = "dw", name: str = "local"):
+    """A dbt-spark session target as `profiles.load_target` returns it, without a file."""
+    from sqlflow.profiles import Target
+
+    return Target.model_validate({"name": name, "type": "spark", "method": "session",
+                                  "schema": schema})
+
+
+def render(tmp_path: Path, model: str = "m", *, mode: str = "batch",
+           vars: dict[str, Any] | None = None, target=None, **project: Any):
+    """Build a project with `make_project(**project)` and render `model` in it."""
+    from sqlflow.project import load_project
+    from sqlflow.render import render_model
+
+    root = make_project(tmp_path, **project)
+    return render_model(load_project(root), model, target=target or make_target(), mode=mode,
+                        vars=vars)
+
+
+def render_sql(tmp_path: Path, sql: str, **project: Any) -> str:
+    """The rendered SQL of a one-model project whose model `m` is `sql`."""
+    models = {"m.sql": sql, **project.pop("models", {})}
+    return render(tmp_path, "m", models=models, **project).sql
