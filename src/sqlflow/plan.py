@@ -62,6 +62,7 @@ class SourceBinding:
     read: Literal["static", "stream"]
     view: str | None = None  # temp view the plan's SQL reads instead of `relation`
     old_view: str | None = None  # incremental join: this input's older rows
+    pending_view: str | None = None  # incremental outer join: this side's closed, unmatched rows
     event_time: str | None = None
     ingest_time: str | None = None
     allowed_lateness_us: int = 0

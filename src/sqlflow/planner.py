@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import timedelta
 from typing import Any
 
@@ -90,7 +91,11 @@ def _incremental(ir: ModelIR, streams: list[InputRel]):
     if not joined:
         return bindings, spark_sql(bind_relations(ir.ast, {r: b.view for r, b in bindings.items()})), ()
     rewritten = delta_rewrite(ir.ast, deltas)
-    padding = tuple(spark_sql(q) for q in padding_queries(ir, deltas))
+    pending = {r: view_name("pending", r) for r in deltas}
+    padded = padding_queries(ir.ast, deltas, pending)
+    padding = tuple(spark_sql(padded[r]) for r in sorted(padded))
+    for r in padded:
+        bindings[r] = dataclasses.replace(bindings[r], pending_view=pending[r])
     return bindings, spark_sql(rewritten), padding
 
 

@@ -1,0 +1,184 @@
+"""Golden tests: model SQL -> the Spark SQL and bindings of its plan, per mode. No JVM."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import sqlglot
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+from sqlflow.compiler import compile_project, write_artifacts
+from sqlflow.errors import SqlflowError
+from helpers import make_project
+
+SOURCES = """
+version: 2
+sources:
+  - name: ods
+    schema: ods
+    tables:
+      - name: imps
+        meta:
+          sqlflow: {event_time: imp_ts, ingest_time: ingest_ts, allowed_lateness: 10 minutes, future_tolerance: 5 minutes}
+      - name: clicks
+        meta:
+          sqlflow: {event_time: click_ts, ingest_time: ingest_ts, allowed_lateness: 10 minutes, future_tolerance: 5 minutes}
+  - name: dim
+    schema: dim
+    tables:
+      - name: dim_ad
+        meta:
+          sqlflow: {partition_column: dt}
+"""
+
+HEAD = "{{ config(materialized='streaming_table', partition_by=['dt']%s) }}\n"
+
+
+def compiled(tmp_path, sql: str, mode: str, extra_config: str = "", name: str = "m"):
+    root = make_project(tmp_path, models={f"{name}.sql": HEAD % extra_config + sql},
+                        yml={"sources.yml": SOURCES})
+    result = compile_project(root, mode=mode)
+    return result, result.plans.get(name)
+
+
+def norm(sql: str) -> str:
+    return sqlglot.transpile(sql, read="spark", write="spark")[0]
+
+
+def check(tmp_path, sql: str, mode: str, expected: str, extra_config: str = ""):
+    """The one-line golden check: the plan's SQL equals `expected` (as Spark SQL)."""
+    _, plan = compiled(tmp_path, sql, mode, extra_config)
+    assert plan is not None, "model got no plan"
+    assert norm(plan.sql) == norm(expected)
+    return plan
+
+
+FILTER = "SELECT i.req_id, i.imp_ts, to_date(i.imp_ts) AS dt FROM {{ source('ods', 'imps') }} AS i WHERE i.ad_id > 0"
+
+
+def test_batch_plan_is_the_model_sql(tmp_path):
+    plan = check(tmp_path, FILTER, "batch",
+                 "SELECT i.req_id, i.imp_ts, TO_DATE(i.imp_ts) AS dt FROM ods.imps AS i WHERE i.ad_id > 0")
+    assert plan.sink.write == "overwrite_partitions" and plan.sink.partition_by == ("dt",)
+    assert [s.read for s in plan.sources] == ["static"]
+    assert plan.quarantine == "dw.m__quarantine"
+
+
+def test_incremental_single_stream_binds_the_delta_view(tmp_path):
+    plan = check(tmp_path, FILTER, "stream",
+                 "SELECT i.req_id, i.imp_ts, TO_DATE(i.imp_ts) AS dt "
+                 "FROM __sqlflow_delta__ods__imps AS i WHERE i.ad_id > 0")
+    (src,) = plan.sources
+    assert (src.read, src.view, src.old_view, src.watermark) == (
+        "stream", "__sqlflow_delta__ods__imps", None, None)
+    assert plan.sink.write == "append_once"
+    assert plan.sink.checkpoint == ".sqlflow/checkpoints/m"
+
+
+def test_stateful_binds_a_watermarked_stream_view(tmp_path):
+    plan = check(tmp_path, FILTER, "stream",
+                 "SELECT i.req_id, i.imp_ts, TO_DATE(i.imp_ts) AS dt "
+                 "FROM __sqlflow_stream__ods__imps AS i WHERE i.ad_id > 0",
+                 extra_config=", stream_strategy='stateful', skew_margin='2 minutes'")
+    (src,) = plan.sources
+    assert src.watermark.column == "imp_ts"
+    assert src.watermark.delay_us == 12 * 60 * 10**6  # lateness 10 min + skew 2 min
+
+
+JOIN = """SELECT i.req_id, i.imp_ts, c.click_ts, to_date(i.imp_ts) AS dt
+FROM {{ source('ods', 'imps') }} AS i
+JOIN {{ source('ods', 'clicks') }} AS c
+  ON i.req_id = c.req_id AND c.click_ts BETWEEN i.imp_ts AND i.imp_ts + INTERVAL 20 MINUTES"""
+
+
+def test_interval_join_batch_reads_both_tables(tmp_path):
+    check(tmp_path, JOIN, "batch",
+          "SELECT i.req_id, i.imp_ts, c.click_ts, TO_DATE(i.imp_ts) AS dt FROM ods.imps AS i "
+          "JOIN ods.clicks AS c ON i.req_id = c.req_id AND c.click_ts BETWEEN i.imp_ts "
+          "AND i.imp_ts + INTERVAL '20' MINUTES")
+
+
+def test_interval_join_stream_is_the_delta_rule(tmp_path):
+    _, plan = compiled(tmp_path, JOIN, "stream")
+    tree = sqlglot.parse_one(plan.sql, read="spark")
+    assert isinstance(tree, sqlglot.exp.Union)
+    tables = sorted(t.name for t in tree.find_all(sqlglot.exp.Table))
+    # ΔL ⋈ (R_old ∪ ΔR)  ∪  L_old ⋈ ΔR
+    assert tables == sorted(["__sqlflow_delta__ods__imps", "__sqlflow_old__ods__clicks",
+                             "__sqlflow_delta__ods__clicks", "__sqlflow_old__ods__imps",
+                             "__sqlflow_delta__ods__clicks"])
+    by_rel = {s.relation: s for s in plan.sources}
+    imps, clicks = by_rel["ods.imps"], by_rel["ods.clicks"]
+    # old impressions a click delta can match: imp_ts in [min(click_ts) - 20 min, max(click_ts)]
+    (p,) = imps.prune
+    assert (p.column, p.other, p.other_column, p.lower_us, p.upper_us) == (
+        "imp_ts", "ods.clicks", "click_ts", -20 * 60 * 10**6, 0)
+    (p,) = clicks.prune
+    assert (p.column, p.other, p.lower_us, p.upper_us) == ("click_ts", "ods.imps", 0, 20 * 60 * 10**6)
+
+
+def test_left_interval_join_stream_has_a_padding_query(tmp_path):
+    _, plan = compiled(tmp_path, JOIN.replace("JOIN {{", "LEFT JOIN {{"), "stream")
+    assert len(plan.padding_sql) == 1
+    pad = sqlglot.parse_one(plan.padding_sql[0], read="spark")
+    assert "__sqlflow_pending__ods__imps" in {t.name for t in pad.find_all(sqlglot.exp.Table)}
+    by_rel = {s.relation: s for s in plan.sources}
+    assert (by_rel["ods.imps"].pending_view, by_rel["ods.clicks"].pending_view) == (
+        "__sqlflow_pending__ods__imps", None)
+
+
+def test_stream_static_join_reads_the_dimension_statically(tmp_path):
+    sql = ("SELECT i.req_id, d.category, to_date(i.imp_ts) AS dt FROM {{ source('ods', 'imps') }} AS i "
+           "LEFT JOIN {{ source('dim', 'dim_ad') }} AS d ON i.ad_id = d.ad_id")
+    plan = check(tmp_path, sql, "stream",
+                 "SELECT i.req_id, d.category, TO_DATE(i.imp_ts) AS dt FROM __sqlflow_delta__ods__imps AS i "
+                 "LEFT JOIN dim.dim_ad AS d ON i.ad_id = d.ad_id")
+    assert {s.relation: s.read for s in plan.sources} == {"ods.imps": "stream", "dim.dim_ad": "static"}
+
+
+def test_table_models_get_batch_plans_in_stream_mode(tmp_path):
+    root = make_project(tmp_path, models={"t.sql": "{{ config(materialized='table') }}\nSELECT 1 AS a"},
+                        yml={"sources.yml": SOURCES})
+    plan = compile_project(root, mode="stream").plans["t"]
+    assert (plan.mode, plan.sink.write) == ("batch", "replace")
+
+
+def test_unsafe_model_gets_errors_and_no_plan(tmp_path):
+    sql = "SELECT i.req_id, rand() AS r, to_date(i.imp_ts) AS dt FROM {{ source('ods', 'imps') }} AS i"
+    result, plan = compiled(tmp_path, sql, "stream")
+    assert plan is None
+    assert [d.format() for d in result.errors] == [
+        d.format() for d in result.errors if d.location and str(d.location) == "models/m.sql:2:18"]
+    assert "rand()" in result.errors[0].message
+    with pytest.raises(SqlflowError):
+        result.raise_if_errors()
+    batch, plan = compiled(tmp_path / "b", sql, "batch")
+    assert plan is not None and not batch.errors
+    assert any("cannot stream" in w for w in plan.warnings)
+
+
+def test_ref_to_streaming_model_is_a_stream(tmp_path):
+    root = make_project(tmp_path, yml={"sources.yml": SOURCES}, models={
+        "a.sql": HEAD % "" + FILTER,
+        "b.sql": HEAD % "" + "SELECT a.req_id, a.imp_ts, a.dt FROM {{ ref('a') }} AS a",
+    })
+    plan = compile_project(root, mode="stream").plans["b"]
+    (src,) = plan.sources
+    assert (src.relation, src.read, src.event_time) == ("dw.a", "stream", "imp_ts")
+    assert src.allowed_lateness_us == 10 * 60 * 10**6
+
+
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(mode=st.sampled_from(["stream", "batch"]), upper=st.integers(min_value=1, max_value=3600))
+def test_compile_is_deterministic(tmp_path_factory, mode, upper):
+    sql = JOIN.replace("INTERVAL 20 MINUTES", f"INTERVAL {upper} SECONDS")
+    outputs = []
+    for _ in range(2):
+        root = make_project(tmp_path_factory.mktemp("p"), models={"m.sql": HEAD % "" + sql},
+                            yml={"sources.yml": SOURCES})
+        result = compile_project(root, mode=mode)
+        paths = write_artifacts(result, root)
+        outputs.append({p.name: p.read_bytes() for p in paths})
+    assert outputs[0] == outputs[1]
+    assert json.loads(outputs[0]["m.json"])["mode"] == mode
