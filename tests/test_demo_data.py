@@ -191,13 +191,17 @@ def test_hot_ads(spark, demo):
 
 def test_timestamps_have_microseconds_and_partitions_follow_ingest_time(spark, demo):
     for table in ODS_TABLES:
-        et = rule(table)["event_time"]
-        sub_ms, wrong_partition, n = spark.sql(f"""
+        r = rule(table)
+        et = r["event_time"]
+        sub_ms, wrong_partition, before_event, n = spark.sql(f"""
             SELECT count_if(unix_micros({et}) % 1000 != 0),
-                   count_if(dt != date_format(ingest_ts, 'yyyy-MM-dd') OR hour != date_format(ingest_ts, 'HH')),
+                   count_if(dt != date_format(ingest_ts, 'yyyy-MM-dd')
+                            OR hour != date_format(ingest_ts, 'HH')),
+                   count_if(ingest_ts < {et} AND {et} <= ingest_ts + INTERVAL '{r["future_tolerance"]}'),
                    count(*)
             FROM demo_ods.{table}""").collect()[0]
         assert sub_ms > 0.9 * n and wrong_partition == 0, table
+        assert before_event == 0, f"{table}: {before_event} rows arrived before they happened"
         detail = spark.sql(f"DESCRIBE DETAIL demo_ods.{table}").collect()[0]
         assert (detail["format"], list(detail["partitionColumns"])) == ("delta", ["dt", "hour"])
 

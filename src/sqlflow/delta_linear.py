@@ -228,7 +228,7 @@ def _problem(parent: exp.Expression, child: exp.Expression) -> str | None:
             if isinstance(node, exp.AggFunc):
                 return f"an aggregate ({node.sql()})"
         return next(filter(None, map(_join_problem, parent.args.get("joins") or [])), None)
-    if isinstance(parent, (exp.Predicate, exp.Exists, exp.Binary, exp.Func, exp.Where)):
+    if isinstance(child, exp.Query):  # a query inside a predicate, a projection, ...
         return "a subquery expression (IN / EXISTS / scalar)"
     return parent.key.upper()
 

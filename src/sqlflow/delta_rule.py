@@ -32,8 +32,8 @@ from typing import Mapping, NamedTuple
 from sqlglot import exp
 
 from sqlflow.delta_linear import (
-    MARK, DeltaRuleError, alias_of, binding_matcher, cte_refs, lineage, occurrences, parents,
-    prepare, reads_stream, sides_with_streams, sources,
+    MARK, DeltaRuleError, alias_of, binding_matcher, cte_of, cte_refs, lineage, occurrences,
+    parents, prepare, reads_stream, sides_with_streams, sources,
 )
 
 __all__ = [
@@ -94,7 +94,10 @@ def delta_rewrite(query: exp.Query, streams: Mapping[str, DeltaBinding]) -> exp.
     tree, bindings = _prepare(query, streams, inline_all=False)
     for join in list(tree.find_all(exp.Join)):
         if join.side and sides_with_streams(join) == (True, True):
-            join.set("side", None)  # the matched part of an outer join of two streams
+            # the matched part of an outer join of two streams: an inner join
+            join.set("side", None)
+            if (join.kind or "").upper() == "OUTER":
+                join.set("kind", None)
     terms = [_term(tree, bindings, i) for i in range(len(bindings))]
     return _union_terms(tree, terms)
 
@@ -231,11 +234,13 @@ def pruning_ranges(interval: Interval | tuple[str, str, int, int]) -> Pruning:
 
 def _prepare(query, streams, inline_all):
     match = binding_matcher(streams, lambda b: b.alias_or_table)
-    tree, bindings = prepare(query, match, inline_all)
-    unread = [k for k, b in streams.items() if all(b is not x for x in bindings)]
+    # A binding that names no table would leave its stream read whole in every micro-batch.
+    read = [match(t) for t in query.find_all(exp.Table) if cte_of(t) is None]
+    unread = [k for k, b in streams.items() if all(b is not x for x in read)]
     if unread:
-        raise DeltaRuleError(f"stream input `{unread[0]}` is not read by the query")
-    return tree, bindings
+        raise DeltaRuleError(f"stream input `{unread[0]}` is not read by the query",
+                             hint="bind it by the table's alias or name as the query writes it")
+    return prepare(query, match, inline_all)
 
 
 def _term(tree: exp.Query, bindings: list[DeltaBinding], i: int) -> exp.Query:
@@ -243,15 +248,17 @@ def _term(tree: exp.Query, bindings: list[DeltaBinding], i: int) -> exp.Query:
     UNION ALL branches beside the one holding occurrence i go: their rows don't involve it."""
     term = tree.copy()
     target = occurrences(term)[i]
-    for parent, child in list(lineage(target)):
-        if isinstance(parent, exp.Union):
-            kept = child.unnest() if isinstance(child, exp.Subquery) and not child.alias \
-                else child
-            _move_with(parent, kept)
-            if parent is term:
-                term = kept.pop()
-            else:
-                parent.replace(kept)
+    while True:  # innermost union first; the lineage changes with every replacement
+        union = next(((p, c) for p, c in lineage(target) if isinstance(p, exp.Union)), None)
+        if union is None:
+            break
+        parent, child = union
+        kept = child.unnest() if isinstance(child, exp.Subquery) and not child.alias else child
+        _move_with(parent, kept)
+        if parent is term:
+            term = kept.pop()
+        else:
+            parent.replace(kept)
     for table in occurrences(term):
         j = table.meta[MARK]
         b = bindings[j]

@@ -86,8 +86,18 @@ def build_session(
             hint="check the target's server_side_parameters in profiles/profiles.yml "
             "(run with --debug for the full error)",
         ) from exc
-    spark.sparkContext.setLogLevel("ERROR") if not target.is_connect else None
+    if not target.is_connect:
+        spark.sparkContext.setLogLevel("ERROR")
+        _quiet(spark, "org.apache.hadoop.hive.metastore.HiveAlterHandler")
     from sqlflow.udfs import register_udfs
 
     register_udfs(spark, project_dir)
     return spark
+
+
+def _quiet(spark, logger: str) -> None:
+    """Silence a JVM logger. The Hive metastore logs an ERROR on every rebuild of an existing
+    Delta table even though Spark recovers and the write succeeds."""
+    jvm = spark.sparkContext._jvm
+    level = jvm.org.apache.logging.log4j.Level.OFF
+    jvm.org.apache.logging.log4j.core.config.Configurator.setLevel(logger, level)

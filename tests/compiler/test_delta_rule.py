@@ -11,13 +11,16 @@ from __future__ import annotations
 import datetime as dt
 import doctest
 import re
+import sqlite3
 from collections import Counter
 
 import pytest
 import sqlglot
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
+from sqlglot import exp
 from sqlglot.executor import execute
+from sqlglot.optimizer.eliminate_ctes import eliminate_ctes
 
 import sqlflow.delta_rule
 from sqlflow.delta_rule import (
@@ -139,7 +142,8 @@ def test_cte_read_twice_is_inlined():
 
 
 def test_unused_cte_over_a_stream_is_dropped():
-    check("WITH c AS (SELECT * FROM r) SELECT * FROM l", "SELECT * FROM l_delta AS l", "l")
+    check("WITH c AS (SELECT * FROM r) SELECT * FROM l", "SELECT * FROM l_delta AS l", "l",
+          "r")
 
 
 def test_union_all_of_streams_keeps_one_branch_per_term():
@@ -151,6 +155,14 @@ def test_union_all_of_streams_keeps_one_branch_per_term():
           "UNION ALL SELECT * FROM c_delta) AS c ON c.k = u.k UNION ALL "
           "SELECT u.k FROM (SELECT k FROM a_old AS a UNION ALL SELECT k FROM b_old AS b) AS u "
           "JOIN c_delta AS c ON c.k = u.k", "a", "b", "c")
+
+
+def test_union_all_of_three_branches():
+    check("SELECT u.k FROM (SELECT k FROM a UNION ALL SELECT k FROM b UNION ALL SELECT k FROM e)"
+          " AS u",
+          "SELECT u.k FROM (SELECT k FROM a_delta AS a) AS u UNION ALL "
+          "SELECT u.k FROM (SELECT k FROM b_delta AS b) AS u UNION ALL "
+          "SELECT u.k FROM (SELECT k FROM e_delta AS e) AS u", "a", "b", "e")
 
 
 def test_union_all_at_the_top():
@@ -213,7 +225,7 @@ def test_doctests():
     ("SELECT k FROM l EXCEPT SELECT k FROM r", "EXCEPT"),
     ("SELECT * FROM d WHERE d.k IN (SELECT k FROM l)", "a subquery expression"),
     ("SELECT * FROM d WHERE EXISTS (SELECT 1 FROM l WHERE l.k = d.k)", "a subquery expression"),
-    ("SELECT (SELECT MAX(t) FROM l) AS m FROM d", "a subquery expression"),
+    ("SELECT (SELECT l.v FROM l WHERE l.k = d.k) AS m FROM d", "a subquery expression"),
     ("SELECT * FROM d LEFT SEMI JOIN l ON l.k = d.k", "SEMI join filtering by a stream"),
     ("SELECT * FROM d LEFT ANTI JOIN l ON l.k = d.k", "ANTI join filtering by a stream"),
     ("SELECT * FROM d LEFT JOIN l ON l.k = d.k", "LEFT JOIN that keeps static rows"),
@@ -330,8 +342,12 @@ def test_pruning_is_exact_at_the_edges():
 
 
 # --- differential: the micro-batches' union equals the batch result --------------------
+#
+# Each test runs on two engines: sqlglot's Python executor, and SQLite (stdlib) as a second
+# opinion, since a wrong engine would make a wrong rewrite look right.
 
 COLS = {"k": "INT", "t": "INT", "v": "INT"}
+DIM_COLS = {"k": "INT", "w": "INT"}
 DIM = [{"k": 0, "w": 10}, {"k": 1, "w": 11}, {"k": 1, "w": 12}, {"k": None, "w": 13}]
 
 rows = st.lists(st.fixed_dictionaries({
@@ -352,15 +368,45 @@ def arrivals(draw, *names: str):
     return n, data
 
 
-def run(query, tables) -> Counter:
-    schema = {name: ({"k": "INT", "w": "INT"} if name == "d" else COLS) for name in tables}
-    result = execute(query, schema=schema, tables=tables)
-    return Counter(result.rows)
+def executor(query: exp.Query, tables) -> Counter:
+    """The rows of `query` (a multiset) by sqlglot's executor. A top-level UNION ALL runs
+    branch by branch: the executor mixes up the rows of tables that have the same alias in
+    two branches (`SELECT l.t FROM a AS l UNION ALL SELECT l.t FROM b AS l` reads `b` twice),
+    and every delta term names its tables as the model does."""
+    if isinstance(query, exp.Union) and not query.args.get("distinct"):
+        branches = [query.this, query.expression]
+        if query.args.get("with_"):
+            branches = [_with(b, query.args["with_"]) for b in branches]
+        return executor(branches[0], tables) + executor(branches[1], tables)
+    schema = {name: DIM_COLS if name == "d" else COLS for name in tables}
+    return Counter(execute(query, schema=schema, tables=tables).rows)
 
 
-def batch(sql: str, data) -> Counter:
+def _with(branch: exp.Query, with_: exp.With) -> exp.Query:
+    """`branch` under the union's WITH, minus the CTEs it doesn't read (they may repeat the
+    branch's aliases too)."""
+    out = branch.copy()
+    out.set("with_", with_.copy())
+    return eliminate_ctes(out)
+
+
+def sqlite(query: exp.Query, tables) -> Counter:
+    """The rows of `query` by SQLite (3.39+ for RIGHT and FULL joins)."""
+    db = sqlite3.connect(":memory:")
+    for name, data in tables.items():
+        cols = DIM_COLS if name == "d" else COLS
+        db.execute(f"CREATE TABLE {name} ({', '.join(f'{c} {t}' for c, t in cols.items())})")
+        db.executemany(f"INSERT INTO {name} VALUES ({', '.join('?' * len(cols))})",
+                       [tuple(r[c] for c in cols) for r in data])
+    return Counter(db.execute(query.sql("sqlite")).fetchall())
+
+
+ENGINES = pytest.mark.parametrize("engine", [executor, sqlite], ids=["executor", "sqlite"])
+
+
+def batch(engine, sql: str, data) -> Counter:
     tables = {s: [r for r, _ in rs] for s, rs in data.items()}
-    return run(sqlglot.parse_one(sql), {**tables, "d": DIM})
+    return engine(sqlglot.parse_one(sql), {**tables, "d": DIM})
 
 
 def micro_batch_tables(data, b: int) -> dict:
@@ -371,14 +417,15 @@ def micro_batch_tables(data, b: int) -> dict:
     return tables
 
 
-def incremental(sql: str, n: int, data, prune=None) -> Counter:
+def incremental(engine, sql: str, n: int, data, prune=None) -> Counter:
+    """The union of the rewritten query's rows over micro-batches 0..n-1."""
     query = delta_rewrite(sqlglot.parse_one(sql), bindings(*data))
     out: Counter = Counter()
     for b in range(n):
         tables = micro_batch_tables(data, b)
         if prune:
             prune(tables)
-        out.update(run(query, tables))
+        out.update(engine(query, tables))
     return out
 
 
@@ -386,21 +433,23 @@ def interval(left: str, right: str, lo: int, hi: int) -> str:
     return f"{left}.k = {right}.k AND {right}.t BETWEEN {left}.t + ({lo}) AND {left}.t + ({hi})"
 
 
+@ENGINES
 @SLOW
 @given(arrivals("l", "r"), bounds)
 @example((2, {"l": [({"k": 1, "t": 3, "v": 0}, 1)],  # matches at both edges, across batches
               "r": [({"k": 1, "t": 1, "v": 0}, 0), ({"k": 1, "t": 5, "v": 0}, 1),
                     ({"k": 1, "t": 6, "v": 0}, 0)]}), (-2, 2))
-def test_interval_join_equals_batch(arrivals, bounds):
+def test_interval_join_equals_batch(engine, arrivals, bounds):
     n, data = arrivals
     sql = (f"SELECT l.k, l.t AS lt, r.t AS rt, l.v + r.v AS s FROM l JOIN r "
            f"ON {interval('l', 'r', *bounds)} WHERE l.v <> 2")
-    assert incremental(sql, n, data) == batch(sql, data)
+    assert incremental(engine, sql, n, data) == batch(engine, sql, data)
 
 
+@ENGINES
 @SLOW
 @given(arrivals("l", "r"), bounds)
-def test_pruned_old_rows_are_enough(arrivals, bounds):
+def test_pruned_old_rows_are_enough(engine, arrivals, bounds):
     n, data = arrivals
     sql = f"SELECT l.t AS lt, r.t AS rt, r.v FROM l JOIN r ON {interval('l', 'r', *bounds)}"
     ranges = pruning_ranges(("t", "t", *bounds))
@@ -412,53 +461,58 @@ def test_pruned_old_rows_are_enough(arrivals, bounds):
             span = rng.bounds(min(times, default=None), max(times, default=None))
             tables[old] = [r for r in tables[old] if span and span[0] <= r["t"] <= span[1]]
 
-    assert incremental(sql, n, data, prune) == batch(sql, data)
+    assert incremental(engine, sql, n, data, prune) == batch(engine, sql, data)
 
 
+@ENGINES
 @SLOW
 @given(arrivals("l", "r"), bounds)
-def test_join_in_cte_with_static_dimension_equals_batch(arrivals, bounds):
+def test_join_in_cte_with_static_dimension_equals_batch(engine, arrivals, bounds):
     n, data = arrivals
     sql = (f"WITH j AS (SELECT l.k, l.t, r.v FROM l JOIN r ON {interval('l', 'r', *bounds)}), "
            "dd AS (SELECT * FROM d WHERE d.w > 10) "
            "SELECT j.k, j.t, j.v, dd.w FROM j JOIN dd ON dd.k = j.k")
-    assert incremental(sql, n, data) == batch(sql, data)
+    assert incremental(engine, sql, n, data) == batch(engine, sql, data)
 
 
+@ENGINES
 @SLOW
 @given(arrivals("a", "b", "c"), bounds, bounds)
-def test_three_streams_equal_batch(arrivals, ab, bc):
+def test_three_streams_equal_batch(engine, arrivals, ab, bc):
     n, data = arrivals
     sql = (f"SELECT a.t AS at, b.t AS bt, c.t AS ct, c.v FROM a "
            f"JOIN b ON {interval('a', 'b', *ab)} JOIN c ON {interval('b', 'c', *bc)}")
-    assert incremental(sql, n, data) == batch(sql, data)
+    assert incremental(engine, sql, n, data) == batch(engine, sql, data)
 
 
+@ENGINES
 @SLOW
 @given(arrivals("l"), bounds)
-def test_self_join_through_a_cte_equals_batch(arrivals, bounds):
+def test_self_join_through_a_cte_equals_batch(engine, arrivals, bounds):
     n, data = arrivals
     sql = (f"WITH c AS (SELECT * FROM l WHERE l.v < 2) SELECT x.t AS xt, y.t AS yt "
            f"FROM c AS x JOIN c AS y ON {interval('x', 'y', *bounds)}")
-    assert incremental(sql, n, data) == batch(sql, data)
+    assert incremental(engine, sql, n, data) == batch(engine, sql, data)
 
 
+@ENGINES
 @SLOW
 @given(arrivals("a", "b", "r"), bounds)
-def test_union_all_of_streams_joined_equals_batch(arrivals, bounds):
+def test_union_all_of_streams_joined_equals_batch(engine, arrivals, bounds):
     n, data = arrivals
     sql = ("SELECT u.t AS ut, r.t AS rt, u.src FROM (SELECT k, t, 1 AS src FROM a UNION ALL "
            "SELECT k, t, 2 AS src FROM b UNION ALL SELECT k, 0 AS t, 3 AS src FROM d) AS u "
            f"JOIN r ON {interval('u', 'r', *bounds)}")
-    assert incremental(sql, n, data) == batch(sql, data)
+    assert incremental(engine, sql, n, data) == batch(engine, sql, data)
 
 
+@ENGINES
 @SLOW
 @given(arrivals("l"))
-def test_single_stream_with_dimension_equals_batch(arrivals):
+def test_single_stream_with_dimension_equals_batch(engine, arrivals):
     n, data = arrivals
     sql = "SELECT l.k, l.t, d.w FROM l LEFT JOIN d ON d.k = l.k WHERE l.t > 1"
-    assert incremental(sql, n, data) == batch(sql, data)
+    assert incremental(engine, sql, n, data) == batch(engine, sql, data)
 
 
 def matches(lrow, rrow, lo, hi) -> bool:
@@ -476,41 +530,41 @@ def closing_batches(draw, n, mine, theirs, match) -> list[int]:
     return out
 
 
+@ENGINES
 @SLOW
 @given(arrivals("l", "r"), bounds, st.sampled_from(["LEFT", "RIGHT", "FULL"]), st.data())
-def test_outer_join_matched_part_plus_padding_equals_batch(arrivals, bounds, side, data_):
+def test_outer_join_matched_part_plus_padding_equals_batch(engine, arrivals, bounds, side,
+                                                           draws):
     n, data = arrivals
     lo, hi = bounds
     sql = (f"SELECT l.k, l.t AS lt, r.t AS rt, r.v FROM l {side} JOIN r "
            f"ON {interval('l', 'r', lo, hi)} WHERE r.v IS NULL OR r.v <> 1")
-    streams = bindings("l", "r")
-    padding = padding_queries(sqlglot.parse_one(sql), streams,
+    padding = padding_queries(sqlglot.parse_one(sql), bindings("l", "r"),
                               {"l": "pending", "r": "pending"})
     assert sorted(padding) == {"LEFT": ["l"], "RIGHT": ["r"], "FULL": ["l", "r"]}[side]
     closing = {
-        "l": closing_batches(data_.draw, n, data["l"], data["r"],
+        "l": closing_batches(draws.draw, n, data["l"], data["r"],
                              lambda a, b: matches(a, b, lo, hi)),
-        "r": closing_batches(data_.draw, n, data["r"], data["l"],
+        "r": closing_batches(draws.draw, n, data["r"], data["l"],
                              lambda a, b: matches(b, a, lo, hi)),
     }
-    out = incremental(sql, n, data)
+    out = incremental(engine, sql, n, data)
     for b in range(n):
-        for side_name, query in padding.items():
+        for name, query in padding.items():
             tables = micro_batch_tables(data, b)
-            tables["pending"] = [row for (row, _), c in zip(data[side_name], closing[side_name])
-                                 if c == b]
-            out.update(run(query, tables))
-    assert out == batch(sql, data)
+            tables["pending"] = [row for (row, _), c in zip(data[name], closing[name]) if c == b]
+            out.update(engine(query, tables))
+    assert out == batch(engine, sql, data)
 
 
-def test_differential_harness_catches_a_wrong_rewrite():
-    """A rewrite reading full instead of old rows in the second term double-counts the
-    pairs whose both rows arrive in one micro-batch: the harness must see that."""
-    n, data = 1, {"l": [({"k": 1, "t": 0, "v": 0}, 0)], "r": [({"k": 1, "t": 0, "v": 0}, 0)]}
+@ENGINES
+def test_differential_harness_catches_a_wrong_rewrite(engine):
+    """Reading full instead of old rows in the second term counts a pair whose rows arrive
+    in one micro-batch twice: the harness must see that."""
+    data = {"l": [({"k": 1, "t": 0, "v": 0}, 0)], "r": [({"k": 1, "t": 0, "v": 0}, 0)]}
     sql = "SELECT l.t, r.t FROM l JOIN r ON l.k = r.k"
-    good = incremental(sql, n, data)
-    wrong = Counter(good)
-    wrong.update(run(sqlglot.parse_one(
+    good = incremental(engine, sql, 1, data)
+    wrong = good + engine(sqlglot.parse_one(
         "SELECT l.t, r.t FROM l_delta AS l JOIN r_delta AS r ON l.k = r.k"),
-        micro_batch_tables(data, 0)))
-    assert good == batch(sql, data) != wrong
+        micro_batch_tables(data, 0))
+    assert good == batch(engine, sql, data) != wrong

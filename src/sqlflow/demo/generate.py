@@ -139,7 +139,8 @@ def _validate(*, rows: int, days: int, schemas: tuple[str, ...], partitions: int
 
 def _write_ods(df: DataFrame, table: str) -> TableReport:
     """Count the defects (one cheap pass: the rows are recomputed from hashes), then write."""
-    counts = {(r["_defect"], r["_copy"]): r["count"] for r in df.groupBy(*ods.HELPER_COLUMNS).count().collect()}
+    grouped = df.groupBy(*ods.HELPER_COLUMNS).count().collect()
+    counts = {(r["_defect"], r["_copy"]): r["count"] for r in grouped}
     dirty = {kind: 0 for kind in _defect_kinds(table)}
     for (kind, copy), n in counts.items():
         if kind != ods.CLEAN:

@@ -44,12 +44,12 @@ def weighted(u: Column, weights: Mapping | Sequence[float]) -> Column:
     """A key of `weights` (or an index of a weight list) with probability proportional to its weight."""
     items = list(weights.items()) if isinstance(weights, Mapping) else list(enumerate(weights))
     total = float(sum(w for _, w in items))
-    expr, acc = None, 0.0
+    expr, acc = F, 0.0  # F.when starts the CASE chain, Column.when extends it
     for value, w in items[:-1]:
         acc += w / total
-        expr = F.when(u < F.lit(acc), F.lit(value)) if expr is None else expr.when(u < F.lit(acc), F.lit(value))
+        expr = expr.when(u < F.lit(acc), F.lit(value))
     last = F.lit(items[-1][0])
-    return last if expr is None else expr.otherwise(last)
+    return last if expr is F else expr.otherwise(last)
 
 
 def zipf_rank(u: Column, n: int) -> Column:

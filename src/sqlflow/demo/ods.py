@@ -78,10 +78,10 @@ def _hashed_id(s: Scale, prefix: str) -> Column:
 
 def _bands(u: Column, kinds: list[tuple[str, float]]) -> Column:
     """The first kind whose cumulative rate band holds u, else CLEAN: defects never overlap."""
-    expr, acc = None, 0.0
+    expr, acc = F, 0.0  # F.when starts the CASE chain, Column.when extends it
     for kind, rate in kinds:
         acc += rate
-        expr = F.when(u < F.lit(acc), F.lit(kind)) if expr is None else expr.when(u < F.lit(acc), F.lit(kind))
+        expr = expr.when(u < F.lit(acc), F.lit(kind))
     return expr.otherwise(F.lit(CLEAN))
 
 
@@ -92,9 +92,9 @@ def land(df: DataFrame, s: Scale, salt: str, *, event_col: str, keys: tuple[str,
              ("null_event_time", S.NULL_EVENT_TIME_RATE), ("null_key", S.NULL_KEY_RATE),
              *extra_defects]
     defect = F.col("_defect")
-    delay_s = F.least(F.greatest(F.lit(S.INGEST_DELAY_MEAN_S) + F.lit(S.INGEST_DELAY_SD_S)
-                                 * normal(s.seed, f"{salt}:delay", F.col("id")), F.lit(0.0)),
-                      F.lit(S.INGEST_DELAY_MAX_S))
+    normal_s = F.lit(S.INGEST_DELAY_MEAN_S) + F.lit(S.INGEST_DELAY_SD_S) * normal(
+        s.seed, f"{salt}:delay", F.col("id"))
+    delay_s = F.least(F.greatest(normal_s, F.lit(S.INGEST_DELAY_MIN_S)), F.lit(S.INGEST_DELAY_MAX_S))
     late_delay_us = (F.lit(micros(S.ALLOWED_LATENESS + S.LATE_EXTRA_MIN))
                      + F.floor(s.u(f"{salt}:late") * F.lit(micros(S.LATE_EXTRA_SPAN))))
     ingest_us = F.col("_true_us") + F.when(defect == "late", late_delay_us).otherwise(

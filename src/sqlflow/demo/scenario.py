@@ -42,6 +42,7 @@ DUPLICATE_RATE = 0.005
 # --- arrival delay of clean rows: normal, in seconds, clamped ---
 INGEST_DELAY_MEAN_S = 2.0
 INGEST_DELAY_SD_S = 1.0
+INGEST_DELAY_MIN_S = 0.01  # a row never arrives before it happened, even after ms rounding
 INGEST_DELAY_MAX_S = 20.0  # well under the lateness, so only injected rows are late
 # Late rows arrive ALLOWED_LATENESS + LATE_EXTRA_MIN + up to LATE_EXTRA_SPAN after the event;
 # future rows claim FUTURE_TOLERANCE + FUTURE_EXTRA_MIN + up to FUTURE_EXTRA_SPAN ahead.
