@@ -160,12 +160,14 @@ def test_overwrite_is_dynamic_even_if_the_session_says_static(project, spark):
     """In `static` mode INSERT OVERWRITE would truncate the table; the session's own value
     must come back afterwards (dbt shares the session with sqlflow)."""
     project.run()
-    spark.conf.set("spark.sql.sources.partitionOverwriteMode", "static")
+    key = "spark.sql.sources.partitionOverwriteMode"
+    before = spark.conf.get(key)
+    spark.conf.set(key, "static")
     try:
         project.run("--vars", "{start: '2026-11-02', end: '2026-11-02'}")
-        assert spark.conf.get("spark.sql.sources.partitionOverwriteMode") == "static"
+        assert spark.conf.get(key) == "static"
     finally:
-        spark.conf.set("spark.sql.sources.partitionOverwriteMode", "dynamic")
+        spark.conf.set(key, before)
     project.assert_equals_query()
 
 

@@ -134,6 +134,47 @@ def compile_cmd(mode: str, select: tuple[str, ...], fmt: str, vars_text: str | N
                       f"wrote {len(written)} files to target/sqlflow/{mode}/")
 
 
+@main.command("run")
+@click.option("--mode", type=click.Choice(["batch"]), required=True,
+              help="batch: backfill with the batch plans (stream mode comes with the stream runtime).")
+@click.option("--start", type=click.DateTime(formats=["%Y-%m-%d"]), default=None,
+              help="First date of the backfill range (inclusive), e.g. 2026-11-01.")
+@click.option("--end", type=click.DateTime(formats=["%Y-%m-%d"]), default=None,
+              help="Last date of the backfill range (inclusive).")
+@click.option("--select", "-s", "select", multiple=True,
+              help="Models to run: name, +name (with ancestors), name+ (with descendants), tag:x, path:dir.")
+@click.option("--vars", "vars_text", default=None, help="YAML mapping of vars, overriding dbt_project.yml.")
+@error_handler
+def run_cmd(mode: str, start, end, select: tuple[str, ...], vars_text: str | None) -> None:
+    """Run models in dependency order and print what each wrote and quarantined.
+
+    Without --start/--end every partition the model computes is replaced; with them, exactly
+    the partitions of that date range. Stops at the first model that fails.
+    """
+    from sqlflow.compiler import compile_project, write_artifacts
+    from sqlflow.runtime.batch import DateRange, run_models
+    from sqlflow.runtime.summary import progress_line, summary_table
+
+    ctx = context()
+    first, last = (d.date() if d else None for d in (start, end))
+    dates = DateRange.of(first, last)
+    result = compile_project(ctx.project_dir, mode=mode, select=list(select) or None,
+                             target=ctx.target, vars=_parse_vars(vars_text))
+    for diag in result.warnings:
+        err_console.print(f"[yellow]{_escape(diag.format())}[/yellow]", soft_wrap=True)
+    result.raise_if_errors()
+    write_artifacts(result, ctx.project_dir)  # the SQL an error message points at
+    plans = [p for p in result.plans.values() if p.materialized != "ephemeral"]
+    done = []
+    try:
+        for run in run_models(ctx, plans, start=first, end=last):
+            done.append(run)
+            console.print(_escape(progress_line(run)), soft_wrap=True)
+    finally:
+        not_run = [p.model for p in plans[len(done) + 1:]] if len(done) < len(plans) else []
+        console.print(summary_table(done, dates, not_run))
+
+
 @main.command("dbt", context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
 @click.argument("dbt_args", nargs=-1, type=click.UNPROCESSED)
 @error_handler

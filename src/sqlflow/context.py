@@ -58,6 +58,12 @@ class Context:
         root = find_project_dir(project_dir)
         return cls(project_dir=root, target_name=target_name)
 
+    @classmethod
+    def with_session(cls, spark, project_dir: Path, target_name: str | None = None) -> "Context":
+        """A Context over an existing SparkSession (tests, notebooks): no second session starts,
+        and the session's own warehouse and metastore are used, whatever the profile says."""
+        return cls(project_dir=Path(project_dir).resolve(), target_name=target_name, _spark=spark)
+
     @property
     def state_dir(self) -> Path:
         return self.project_dir / STATE_DIR

@@ -141,8 +141,12 @@ def log_(message: Any, info: bool = False) -> str:
     return ""
 
 
+class CompilerError(SqlflowError):
+    """`exceptions.raise_compiler_error`: a macro rejecting what its caller passed."""
+
+
 def _raise_compiler_error(message: str) -> None:
-    raise SqlflowError(str(message), hint="raised by the model's Jinja")
+    raise CompilerError(str(message), hint="raised by the model's Jinja")
 
 
 def _warn(message: str) -> str:

@@ -1,8 +1,11 @@
 """Plan: a model IR becomes a `BatchPlan` or a `StreamPlan`, plain frozen values.
 
 Both come from the one sqlglot AST of the model. The modes differ only at the edges:
-- batch reads every input as a static table, runs the model SQL unchanged and overwrites
-  exactly the output partitions it computes;
+- batch reads every input as a static table, runs the model SQL and overwrites exactly the
+  output partitions it computes; inputs that would stream (event sources and `streaming_table`
+  models read by a `streaming_table` model) are read through the quarantine filter, as a clean
+  view (`__sqlflow_clean__<db>__<table>`), so late, future and malformed rows leave both modes
+  at the same place (`sqlflow.runtime.quarantine`);
 - stream (`incremental`, the default) binds each stream input to a view of the micro-batch's
   new rows and, for joins of streams, rewrites the statement by the delta rule
   (`ΔL ⋈ (L_old... )`, see `sqlflow.delta_rule`), appending exactly once per batch id;
@@ -60,6 +63,7 @@ class SourceBinding:
     relation: str  # as written in the model's SQL: `ods.ods_ad_impressions`, `dw.stg_x`
     input: str  # the ref'd model or `source.table`
     read: Literal["static", "stream"]
+    kind: Literal["source", "model"] = "source"  # a yml source table or another model's table
     view: str | None = None  # temp view the plan's SQL reads instead of `relation`
     old_view: str | None = None  # incremental join: this input's older rows
     pending_view: str | None = None  # incremental outer join: this side's closed, unmatched rows
@@ -87,6 +91,14 @@ class Sink:
 
 @dataclass(frozen=True)
 class BatchPlan:
+    """A backfill: `sql` over static reads, written by `sink`.
+
+    `backfill_margin_us`: a backfill of output dates `[start, end]` (the sink's first partition
+    column) reads the rows of each clean-view input whose event time lies in
+    `[start - margin, end + 1 day + margin)`; None when the output date does not follow one
+    input's event time through interval joins only, so a range backfill reads inputs whole.
+    """
+
     model: str
     path: str
     materialized: str
@@ -95,6 +107,7 @@ class BatchPlan:
     sink: Sink
     quarantine: str
     event_time: str | None = None
+    backfill_margin_us: int | None = None
     mode: Mode = "batch"
     warnings: tuple[str, ...] = ()
 

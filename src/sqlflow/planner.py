@@ -6,6 +6,8 @@ import dataclasses
 from datetime import timedelta
 from typing import Any
 
+from sqlglot import exp
+
 from sqlflow.ir import InputRel, ModelIR
 from sqlflow.plan import (
     STATE_DIR, BatchPlan, Mode, Plan, PruneRange, Sink, SourceBinding, StreamPlan, Watermark,
@@ -35,12 +37,23 @@ def build_plan(rendered: Any, ir: ModelIR, mode: Mode, *, warnings: tuple[str, .
              "view": "view"}.get(config.materialized, "replace")
     if write == "overwrite_partitions" and not partition_by:
         write = "replace"
+    sources = tuple(_batch_binding(i) for i in _inputs(ir))
+    views = {b.relation: b.view for b in sources if b.view}
     return BatchPlan(
         model=rendered.name, path=rendered.path, materialized=config.materialized,
-        sql=spark_sql(ir.ast), sources=tuple(_static(i) for i in _inputs(ir)),
+        sql=spark_sql(bind_relations(ir.ast, views)), sources=sources,
         sink=Sink(table, write, partition_by, file_format=config.file_format or "delta"),
-        quarantine=quarantine, event_time=ir.event_time, warnings=warnings,
+        quarantine=quarantine, event_time=config.event_time or ir.event_time,
+        backfill_margin_us=backfill_margin(ir, partition_by) if views else None, warnings=warnings,
     )
+
+
+def _batch_binding(i: InputRel) -> SourceBinding:
+    """A static read; an input that would stream goes through the quarantine filter (a clean
+    view), exactly as its micro-batches do in stream mode."""
+    if i.is_stream and i.event_time:
+        return SourceBinding(**_base(i, "static"), view=view_name("clean", i.relation))
+    return _static(i)
 
 
 def _stream_plan(rendered: Any, ir: ModelIR, table: str, partition_by: tuple[str, ...],
@@ -69,7 +82,7 @@ def _stream_plan(rendered: Any, ir: ModelIR, table: str, partition_by: tuple[str
                   checkpoint=f"{STATE_DIR}/checkpoints/{rendered.name}",
                   file_format=config.file_format or "delta"),
         quarantine=quarantine, trigger=_trigger(config.trigger), padding_sql=padding,
-        event_time=ir.event_time, warnings=warnings,
+        event_time=config.event_time or ir.event_time, warnings=warnings,
     )
 
 
@@ -133,7 +146,7 @@ def _inputs(ir: ModelIR) -> list[InputRel]:
 
 
 def _base(i: InputRel, read: str) -> dict[str, Any]:
-    return dict(relation=i.relation, input=i.name, read=read, event_time=i.event_time,
+    return dict(relation=i.relation, input=i.name, read=read, kind=i.kind, event_time=i.event_time,
                 ingest_time=i.ingest_time, allowed_lateness_us=i.allowed_lateness_us,
                 future_tolerance_us=i.future_tolerance_us)
 
@@ -154,3 +167,80 @@ def _as_list(value: Any) -> list[str]:
     if value is None:
         return []
     return [value] if isinstance(value, str) else list(value)
+
+
+# --- backfill ranges ------------------------------------------------------------------------------
+
+_DAY_OR_FINER = {"DAY", "DD", "HOUR", "MINUTE", "SECOND", "MILLISECOND", "MICROSECOND"}
+
+
+def backfill_margin(ir: ModelIR, partition_by: tuple[str, ...]) -> int | None:
+    """How far (µs) a backfill of output dates [start, end] must widen its event-time reads.
+
+    Pruning is safe when the output's first partition column is the date (or a finer
+    truncation) of one stream input's event time in the model query, and every other stream
+    input is tied to that one by bounded interval joins: then an output row of date d comes
+    from rows whose event times lie within the sum of the join bounds of [d, d + 1 day).
+    Anything else (windows, dedups, LIMIT, subqueries over streams, a date taken from the
+    ingest partition) returns None: the backfill reads its inputs whole and filters the output.
+    """
+    if not partition_by or ir.windows or ir.dedups or ir.clauses or not isinstance(ir.ast, exp.Select):
+        return None
+    root_tables = {t.alias_or_name.lower(): t for t in _root_tables(ir.ast)}
+    streams = {r.alias.lower(): r.input for r in ir.reads if r.input.is_stream and r.input.event_time}
+    if not streams or not set(streams) <= set(root_tables):
+        return None
+    anchor = _date_source(ir.ast, partition_by[0], root_tables)
+    if anchor is None or anchor[0] not in streams or \
+            anchor[1].lower() != (streams[anchor[0]].event_time or "").lower():
+        return None
+    stream_joins = [j for j in ir.joins if j.left_streaming and j.right_streaming]
+    if any(j.kind != "interval" or j.interval is None or not j.interval.bounded for j in stream_joins):
+        return None
+    reached, pending = {anchor[0]}, list(stream_joins)
+    while any(_touches(j, reached) for j in pending):  # walk out from the anchor, join by join
+        for j in [j for j in pending if _touches(j, reached)]:
+            reached |= {j.left_alias.lower(), j.right_alias.lower()}
+            pending.remove(j)
+    if pending or not set(streams) <= reached:
+        return None
+    # Bounds add up along a chain of joins; their sum covers every path from the anchor.
+    return sum(max(abs(j.interval.lower_us), abs(j.interval.upper_us)) for j in stream_joins)
+
+
+def _touches(join, aliases: set[str]) -> bool:
+    return join.left_alias.lower() in aliases or join.right_alias.lower() in aliases
+
+
+def _root_tables(select: exp.Select) -> list[exp.Table]:
+    """Tables read directly by the model query's FROM and JOINs (not in subqueries)."""
+    nodes = [select.args.get("from_")] + list(select.args.get("joins") or [])
+    return [n.this for n in nodes if n is not None and isinstance(n.this, exp.Table)]
+
+
+def _date_source(select: exp.Select, name: str, tables: dict[str, exp.Table]) -> tuple[str, str] | None:
+    """(alias, column) when output column `name` is a date bucket of one plain column."""
+    item = next((e for e in select.expressions if e.alias_or_name.lower() == name.lower()), None)
+    node = item.this if isinstance(item, exp.Alias) else item
+    if not _is_date_bucket(node):
+        return None
+    inner = node.this
+    while isinstance(inner, (exp.TimeStrToTime, exp.Paren)):
+        inner = inner.this
+    if not isinstance(inner, exp.Column):
+        return None
+    alias = inner.table.lower() or (next(iter(tables)) if len(tables) == 1 else "")
+    return (alias, inner.name) if alias else None
+
+
+def _is_date_bucket(node: exp.Expression | None) -> bool:
+    if isinstance(node, (exp.TsOrDsToDate, exp.Date)):
+        return True
+    if isinstance(node, (exp.Cast, exp.TryCast)):
+        return node.to.is_type("date")
+    if isinstance(node, (exp.TimestampTrunc, exp.DateTrunc, exp.DatetimeTrunc)):
+        unit = node.args.get("unit")
+        return unit is not None and unit.name.upper() in _DAY_OR_FINER
+    if isinstance(node, exp.TimeToStr):
+        return spark_sql(node).lower().find("'yyyy-mm-dd") >= 0
+    return False

@@ -177,8 +177,15 @@ def locate_exception(exc: BaseException, model_path: str, files: set[str],
     if isinstance(exc, SqlflowError):
         if all(d.location for d in exc.diagnostics):
             return exc  # already located, e.g. raised while rendering another model
+        # raise_compiler_error in a macro rejects the caller's arguments: point at the call.
+        from sqlflow.dbt_context import CompilerError
+
+        if isinstance(exc, CompilerError) and via and caller:
+            at, note = caller, f" (raised in {where})"
+        else:
+            at, note = where, via
         return SqlflowError(diagnostics=[
-            d if d.location else replace(d, location=where, hint=d.hint + via)
+            d if d.location else replace(d, location=at, hint=d.hint + note)
             for d in exc.diagnostics])
     if type(exc).__name__ == "MacroReturn":
         return SqlflowError("`return()` outside a macro", location=where,

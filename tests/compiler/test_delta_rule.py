@@ -287,6 +287,14 @@ def test_padding_right_and_full_joins():
     assert "FULL JOIN r_closed AS r" in q["r"].sql("spark")
 
 
+def test_padding_of_a_join_inside_a_cte():
+    assert pad("WITH j AS (SELECT l.k, r.v FROM l LEFT JOIN r ON l.k = r.k) SELECT * FROM j",
+               "l", "l", "r") == (
+        "SELECT * FROM (SELECT l.k, r.v FROM pending AS l LEFT JOIN (SELECT * FROM r_old AS r "
+        "WHERE FALSE) AS r ON l.k = r.k WHERE NOT EXISTS(SELECT 1 FROM "
+        f"{FULL_R} WHERE l.k = r.k)) AS j")
+
+
 def test_padding_queries_of_inner_joins_is_empty():
     assert padding_queries(sqlglot.parse_one("SELECT * FROM l JOIN r ON l.k = r.k"),
                            bindings("l", "r")) == {}
@@ -439,6 +447,8 @@ def interval(left: str, right: str, lo: int, hi: int) -> str:
 @example((2, {"l": [({"k": 1, "t": 3, "v": 0}, 1)],  # matches at both edges, across batches
               "r": [({"k": 1, "t": 1, "v": 0}, 0), ({"k": 1, "t": 5, "v": 0}, 1),
                     ({"k": 1, "t": 6, "v": 0}, 0)]}), (-2, 2))
+@example((1, {"l": [({"k": 1, "t": 3, "v": 0}, 0)] * 2,  # duplicates in one micro-batch
+              "r": [({"k": 1, "t": 3, "v": 0}, 0)] * 2}), (0, 0))
 def test_interval_join_equals_batch(engine, arrivals, bounds):
     n, data = arrivals
     sql = (f"SELECT l.k, l.t AS lt, r.t AS rt, l.v + r.v AS s FROM l JOIN r "
@@ -446,9 +456,19 @@ def test_interval_join_equals_batch(engine, arrivals, bounds):
     assert incremental(engine, sql, n, data) == batch(engine, sql, data)
 
 
+EDGES = (2, {  # old rows exactly at both edges of both sides' ranges
+    "l": [({"k": 1, "t": 3, "v": 0}, 1), ({"k": 2, "t": 1, "v": 0}, 0),
+          ({"k": 2, "t": 5, "v": 0}, 0)],
+    "r": [({"k": 1, "t": 1, "v": 0}, 0), ({"k": 1, "t": 5, "v": 0}, 0),
+          ({"k": 2, "t": 3, "v": 0}, 1)]})
+
+
 @ENGINES
 @SLOW
 @given(arrivals("l", "r"), bounds)
+@example(EDGES, (-2, 2))
+@example(EDGES, (2, 2))
+@example(EDGES, (-2, -2))
 def test_pruned_old_rows_are_enough(engine, arrivals, bounds):
     n, data = arrivals
     sql = f"SELECT l.t AS lt, r.t AS rt, r.v FROM l JOIN r ON {interval('l', 'r', *bounds)}"

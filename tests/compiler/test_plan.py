@@ -57,12 +57,39 @@ def check(tmp_path, sql: str, mode: str, expected: str, extra_config: str = ""):
 FILTER = "SELECT i.req_id, i.imp_ts, to_date(i.imp_ts) AS dt FROM {{ source('ods', 'imps') }} AS i WHERE i.ad_id > 0"
 
 
-def test_batch_plan_is_the_model_sql(tmp_path):
+def test_batch_plan_reads_event_inputs_through_the_clean_view(tmp_path):
     plan = check(tmp_path, FILTER, "batch",
-                 "SELECT i.req_id, i.imp_ts, TO_DATE(i.imp_ts) AS dt FROM ods.imps AS i WHERE i.ad_id > 0")
+                 "SELECT i.req_id, i.imp_ts, TO_DATE(i.imp_ts) AS dt "
+                 "FROM __sqlflow_clean__ods__imps AS i WHERE i.ad_id > 0")
     assert plan.sink.write == "overwrite_partitions" and plan.sink.partition_by == ("dt",)
-    assert [s.read for s in plan.sources] == ["static"]
+    (src,) = plan.sources
+    assert (src.read, src.view, src.event_time, src.ingest_time) == (
+        "static", "__sqlflow_clean__ods__imps", "imp_ts", "ingest_ts")
+    assert (src.allowed_lateness_us, src.future_tolerance_us) == (10 * 60 * 10**6, 5 * 60 * 10**6)
     assert plan.quarantine == "dw.m__quarantine"
+    assert plan.backfill_margin_us == 0  # dt is the date of the one stream's event time
+
+
+def test_batch_plan_keeps_an_unaliased_table_name_as_the_alias(tmp_path):
+    check(tmp_path, "SELECT imps.req_id, to_date(imps.imp_ts) AS dt FROM {{ source('ods', 'imps') }}",
+          "batch", "SELECT imps.req_id, TO_DATE(imps.imp_ts) AS dt FROM __sqlflow_clean__ods__imps AS imps")
+
+
+def test_batch_plan_reads_dimensions_and_table_models_plainly(tmp_path):
+    sql = ("SELECT i.req_id, d.category, to_date(i.imp_ts) AS dt FROM {{ source('ods', 'imps') }} AS i "
+           "LEFT JOIN {{ source('dim', 'dim_ad') }} AS d ON i.ad_id = d.ad_id")
+    plan = check(tmp_path, sql, "batch",
+                 "SELECT i.req_id, d.category, TO_DATE(i.imp_ts) AS dt FROM __sqlflow_clean__ods__imps AS i "
+                 "LEFT JOIN dim.dim_ad AS d ON i.ad_id = d.ad_id")
+    assert {s.relation: s.view for s in plan.sources} == {
+        "ods.imps": "__sqlflow_clean__ods__imps", "dim.dim_ad": None}
+    # a `table` model never streams, so its inputs are read as they are, in both modes
+    root = make_project(tmp_path / "t", yml={"sources.yml": SOURCES}, models={
+        "t.sql": "{{ config(materialized='table') }}\nSELECT * FROM {{ source('ods', 'imps') }}"})
+    for mode in ("batch", "stream"):
+        plan = compile_project(root, mode=mode).plans["t"]
+        assert plan.sql.endswith("FROM ods.imps") and plan.sources[0].view is None
+        assert plan.backfill_margin_us is None
 
 
 def test_incremental_single_stream_binds_the_delta_view(tmp_path):
@@ -92,11 +119,49 @@ JOIN {{ source('ods', 'clicks') }} AS c
   ON i.req_id = c.req_id AND c.click_ts BETWEEN i.imp_ts AND i.imp_ts + INTERVAL 20 MINUTES"""
 
 
-def test_interval_join_batch_reads_both_tables(tmp_path):
-    check(tmp_path, JOIN, "batch",
-          "SELECT i.req_id, i.imp_ts, c.click_ts, TO_DATE(i.imp_ts) AS dt FROM ods.imps AS i "
-          "JOIN ods.clicks AS c ON i.req_id = c.req_id AND c.click_ts BETWEEN i.imp_ts "
-          "AND i.imp_ts + INTERVAL '20' MINUTES")
+def test_interval_join_batch_reads_both_clean_views(tmp_path):
+    plan = check(tmp_path, JOIN, "batch",
+                 "SELECT i.req_id, i.imp_ts, c.click_ts, TO_DATE(i.imp_ts) AS dt "
+                 "FROM __sqlflow_clean__ods__imps AS i "
+                 "JOIN __sqlflow_clean__ods__clicks AS c ON i.req_id = c.req_id AND c.click_ts BETWEEN i.imp_ts "
+                 "AND i.imp_ts + INTERVAL '20' MINUTES")
+    assert plan.backfill_margin_us == 20 * 60 * 10**6
+
+
+@pytest.mark.parametrize("dt, margin", [
+    ("to_date(i.imp_ts)", 20 * 60 * 10**6),
+    ("cast(i.imp_ts AS date)", 20 * 60 * 10**6),
+    ("date_trunc('HOUR', i.imp_ts)", 20 * 60 * 10**6),
+    ("date_format(i.imp_ts, 'yyyy-MM-dd')", 20 * 60 * 10**6),
+    ("to_date(c.click_ts)", 20 * 60 * 10**6),  # either side of the join can date the output
+    ("date_trunc('MONTH', i.imp_ts)", None),  # coarser than a day: a day's rows are not enough
+    ("i.dt", None),  # the ingest partition, not the event time: read everything
+    ("to_date(i.ingest_ts)", None),
+])
+def test_backfill_margin_follows_the_output_date(tmp_path, dt, margin):
+    _, plan = compiled(tmp_path, JOIN.replace("to_date(i.imp_ts) AS dt", f"{dt} AS dt"), "batch")
+    assert plan.backfill_margin_us == margin
+
+
+def test_backfill_margin_adds_up_along_a_join_chain(tmp_path):
+    sql = JOIN + """
+JOIN {{ source('ods', 'clicks') }} AS c2
+  ON c.req_id = c2.req_id AND c2.click_ts BETWEEN c.click_ts - INTERVAL 1 HOUR AND c.click_ts"""
+    _, plan = compiled(tmp_path, sql, "batch")
+    assert plan.backfill_margin_us == 80 * 60 * 10**6
+
+
+def test_no_backfill_margin_when_rows_depend_on_other_dates(tmp_path):
+    dedup = ("SELECT req_id, imp_ts, dt FROM (SELECT i.req_id, i.imp_ts, to_date(i.imp_ts) AS dt, "
+             "row_number() OVER (PARTITION BY i.req_id ORDER BY i.imp_ts) AS rn "
+             "FROM {{ source('ods', 'imps') }} AS i) AS x WHERE rn = 1")
+    _, plan = compiled(tmp_path, dedup, "batch")
+    assert plan.backfill_margin_us is None
+    _, plan = compiled(tmp_path / "2", FILTER + " LIMIT 10", "batch")
+    assert plan.backfill_margin_us is None
+    unbounded = JOIN.split(" AND c.click_ts")[0]  # a regular join: any click date can match
+    _, plan = compiled(tmp_path / "3", unbounded, "batch")
+    assert plan.backfill_margin_us is None
 
 
 def test_interval_join_stream_is_the_delta_rule(tmp_path):

@@ -212,8 +212,10 @@ def test_error_inside_macro_points_at_macro_and_caller(tmp_path):
 def test_raise_compiler_error(tmp_path):
     msg = _error(render_sql, tmp_path, "select 1\n{{ exceptions.raise_compiler_error('no way') }}")
     assert msg == "models/m.sql:2: error: no way; raised by the model's Jinja"
+    # a macro rejecting its arguments is reported where the model called it
     msg = _error(render_sql, tmp_path / "2", "select {{ boom() }}", macros=MACROS)
-    assert msg.startswith("macros/joins.sql:13: error: boom went the macro")
+    assert msg.startswith("models/m.sql:1: error: boom went the macro")
+    assert msg.endswith("(raised in macros/joins.sql:13)")
 
 
 def test_ref_errors(tmp_path):

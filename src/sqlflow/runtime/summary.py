@@ -1,0 +1,80 @@
+"""The run summary `sqlflow run` prints: per model, what was written and what was quarantined.
+
+Pure formatting of `RunResult`s; nothing here touches Spark.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from rich import box
+from rich.table import Table
+
+from sqlflow.runtime.batch import DateRange, RunResult
+from sqlflow.runtime.quarantine import REASONS
+
+_REASON_LABELS = {"late": "late", "future": "future", "null_event_time": "null time",
+                  "malformed": "malformed"}
+
+
+def progress_line(result: RunResult) -> str:
+    """One line as a model finishes, e.g.
+    `samples: overwrite range, 1,204 rows into 3 partitions (dt 2026-11-01 .. 2026-11-03),
+    17 quarantined (4.2s)`."""
+    parts = [f"{result.model}: {_write_label(result)}"]
+    if result.sink.write != "view":
+        n = len(result.sink.partitions)
+        span = f" ({_partition_span(result)})" if n else ""
+        parts.append(f"{result.sink.rows:,} rows into {n} partition{'s' * (n != 1)}{span}")
+    if result.quarantine is not None:
+        parts.append(f"{sum(q.rows for q in result.quarantined):,} quarantined")
+    return ", ".join(parts) + f" ({result.seconds:.1f}s)"
+
+
+def summary_table(results: Sequence[RunResult], dates: DateRange | None = None,
+                  not_run: Sequence[str] = ()) -> Table:
+    """One row per model: rows and partitions written, quarantined rows by reason (`-` for a
+    model without event inputs), seconds. The kind of write is in `progress_line`."""
+    span = f" for {dates.start} .. {dates.end}" if dates else ""
+    caption = f"{sum(r.seconds for r in results):.1f}s in all"
+    if not_run:
+        caption += f"; not run: {', '.join(not_run)}"
+    table = Table(title=f"Batch run{span}", title_justify="left", caption=caption,
+                  caption_justify="left", box=box.SIMPLE_HEAD)
+    table.add_column("model", no_wrap=True)
+    table.add_column("rows", justify="right")
+    table.add_column("partitions", justify="right")
+    table.add_column("quarantined")
+    table.add_column("seconds", justify="right")
+    for r in results:
+        written = r.sink.write != "view"
+        table.add_row(r.model, f"{r.sink.rows:,}" if written else "view",
+                      f"{len(r.sink.partitions):,}" if written else "-",
+                      _quarantine_label(r), f"{r.seconds:.1f}")
+    return table
+
+
+def _quarantine_label(result: RunResult) -> str:
+    """`1 late, 2 future, 1 null time` (reasons with rows), `0`, or `-` without event inputs."""
+    if result.quarantine is None:
+        return "-"
+    counts = result.quarantined_by_reason()
+    found = [f"{counts[k]:,} {_REASON_LABELS[k]}" for k in REASONS if counts[k]]
+    return ", ".join(found) or "0"
+
+
+def _write_label(result: RunResult) -> str:
+    sink = result.sink
+    if sink.write == "overwrite_partitions":
+        return "overwrite range" if result.dates else "overwrite partitions"
+    if sink.skipped:
+        return "skipped (batch already written)"
+    return {"replace": "replace table", "view": "view"}.get(sink.write, sink.write)
+
+
+def _partition_span(result: RunResult) -> str:
+    """`dt 2026-11-01 .. 2026-11-03`: the values of the first partition column written."""
+    parts = result.sink.partitions
+    name = parts[0].values[0][0]
+    firsts = sorted({str(p.values[0][1]) for p in parts})
+    return f"{name} {firsts[0]}" if len(firsts) == 1 else f"{name} {firsts[0]} .. {firsts[-1]}"

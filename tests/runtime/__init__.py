@@ -1,0 +1,1 @@
+"""Runtime tests: quarantine, Delta sinks and batch runs on the shared SparkSession."""

@@ -1,0 +1,118 @@
+"""Delta sinks on real Spark: exactly the partitions written, idempotent re-runs and appends."""
+
+from __future__ import annotations
+
+import pytest
+
+from sqlflow.errors import SqlflowError
+from sqlflow.plan import Sink
+from sqlflow.runtime.sinks import BatchId, write
+
+pytestmark = pytest.mark.spark
+
+DB = "rt_sinks"
+
+
+@pytest.fixture(scope="module", autouse=True)
+def database(spark):
+    spark.sql(f"DROP DATABASE IF EXISTS {DB} CASCADE")
+    yield
+    spark.sql(f"DROP DATABASE IF EXISTS {DB} CASCADE")
+
+
+def frame(spark, *rows):
+    return spark.createDataFrame(list(rows), "id long, v string, dt string")
+
+
+def table_rows(spark, table):
+    return sorted(tuple(r) for r in spark.table(table).collect())
+
+
+def test_overwrite_partitions_replaces_exactly_the_partitions_computed(spark):
+    sink = Sink(f"{DB}.parts", "overwrite_partitions", ("dt",))
+    first = write(spark, sink, frame(spark, (1, "a", "2026-11-01"), (2, "b", "2026-11-02"),
+                                     (3, "c", "2026-11-02")))
+    assert (first.version, first.rows, [p.spec for p in first.partitions]) == (
+        0, 3, ["dt=2026-11-01", "dt=2026-11-02"])
+    detail = spark.sql(f"DESCRIBE DETAIL {sink.table}").collect()[0]
+    assert (detail["format"], detail["partitionColumns"]) == ("delta", ["dt"])
+
+    second = write(spark, sink, frame(spark, (4, "d", "2026-11-02"), (5, "e", "2026-11-03")))
+    assert table_rows(spark, sink.table) == [
+        (1, "a", "2026-11-01"), (4, "d", "2026-11-02"), (5, "e", "2026-11-03")]
+    assert [(p.spec, p.rows, p.files) for p in second.partitions] == [
+        ("dt=2026-11-02", 1, 1), ("dt=2026-11-03", 1, 1)]
+    assert (second.version, second.rows, second.files) == (1, 2, 2)
+
+    again = write(spark, sink, frame(spark, (4, "d", "2026-11-02"), (5, "e", "2026-11-03")))
+    assert again.version == 2 and table_rows(spark, sink.table) == [
+        (1, "a", "2026-11-01"), (4, "d", "2026-11-02"), (5, "e", "2026-11-03")]
+
+
+def test_a_range_overwrite_empties_range_partitions_without_rows(spark):
+    sink = Sink(f"{DB}.ranged", "overwrite_partitions", ("dt",))
+    write(spark, sink, frame(spark, (1, "a", "2026-11-01"), (2, "b", "2026-11-02"),
+                             (3, "c", "2026-11-03")))
+    where = "dt >= '2026-11-02' AND dt <= '2026-11-03'"
+    result = write(spark, sink, frame(spark, (9, "z", "2026-11-02")), replace_where=where)
+    assert table_rows(spark, sink.table) == [(1, "a", "2026-11-01"), (9, "z", "2026-11-02")]
+    assert [(p.spec, p.rows) for p in result.partitions] == [("dt=2026-11-02", 1), ("dt=2026-11-03", 0)]
+    with pytest.raises(SqlflowError, match="cannot write"):  # rows outside the range are refused
+        write(spark, sink, frame(spark, (7, "x", "2026-11-05")), replace_where=where)
+
+
+def test_empty_rows_create_the_table_and_then_write_nothing(spark):
+    sink = Sink(f"{DB}.empty", "overwrite_partitions", ("dt",))
+    created = write(spark, sink, frame(spark, (1, "a", "2026-11-01")).limit(0))
+    assert created.rows == 0 and spark.table(sink.table).count() == 0
+    assert spark.sql(f"DESCRIBE DETAIL {sink.table}").collect()[0]["partitionColumns"] == ["dt"]
+    write(spark, sink, frame(spark, (1, "a", "2026-11-01")))
+    nothing = write(spark, sink, frame(spark, (2, "b", "2026-11-02")).limit(0))
+    assert (nothing.version, nothing.rows, nothing.partitions) == (None, 0, ())
+    assert table_rows(spark, sink.table) == [(1, "a", "2026-11-01")]
+
+
+def test_append_once_skips_a_replayed_batch_id(spark):
+    sink = Sink(f"{DB}.appended", "append_once", ("dt",))
+    batch = frame(spark, (1, "a", "2026-11-01"), (2, "b", "2026-11-01"))
+    first = write(spark, sink, batch, batch=BatchId("query-1", 0))
+    replay = write(spark, sink, batch, batch=BatchId("query-1", 0))
+    assert (first.rows, first.skipped) == (2, False)
+    assert (replay.rows, replay.skipped, replay.version) == (0, True, None)
+    assert spark.table(sink.table).count() == 2  # appended once
+    write(spark, sink, frame(spark, (3, "c", "2026-11-02")), batch=BatchId("query-1", 1))
+    older = write(spark, sink, frame(spark, (4, "d", "2026-11-02")), batch=BatchId("query-1", 0))
+    other = write(spark, sink, frame(spark, (5, "e", "2026-11-02")), batch=BatchId("query-2", 0))
+    assert older.skipped and not other.skipped
+    assert table_rows(spark, sink.table) == [
+        (1, "a", "2026-11-01"), (2, "b", "2026-11-01"), (3, "c", "2026-11-02"), (5, "e", "2026-11-02")]
+
+
+def test_replace_rewrites_rows_and_schema(spark):
+    sink = Sink(f"{DB}.replaced", "replace")
+    write(spark, sink, frame(spark, (1, "a", "2026-11-01"), (2, "b", "2026-11-02")))
+    result = write(spark, sink, spark.createDataFrame([(7, 1.5)], "id long, score double"))
+    assert result.rows == 1
+    assert spark.table(sink.table).columns == ["id", "score"]
+    assert table_rows(spark, sink.table) == [(7, 1.5)]
+
+
+def test_view_is_created_or_replaced_over_the_sql(spark):
+    write(spark, Sink(f"{DB}.base", "replace"), frame(spark, (1, "a", "2026-11-01")))
+    sink = Sink(f"{DB}.a_view", "view")
+    write(spark, sink, sql=f"SELECT id FROM {DB}.base")
+    result = write(spark, sink, sql=f"SELECT id * 10 AS id FROM {DB}.base")
+    assert (result.version, result.rows) == (None, 0)
+    assert [tuple(r) for r in spark.table(sink.table).collect()] == [(10,)]
+
+
+def test_the_database_is_created_and_a_changed_partitioning_is_refused(spark):
+    spark.sql("DROP DATABASE IF EXISTS rt_sinks_new CASCADE")
+    try:
+        sink = Sink("rt_sinks_new.t", "overwrite_partitions", ("dt",))
+        write(spark, sink, frame(spark, (1, "a", "2026-11-01")))
+        assert spark.catalog.databaseExists("rt_sinks_new")
+        with pytest.raises(SqlflowError, match=r"partitioned by \(dt\) but its model says \(v\)"):
+            write(spark, Sink(sink.table, "overwrite_partitions", ("v",)), frame(spark, (2, "b", "x")))
+    finally:
+        spark.sql("DROP DATABASE IF EXISTS rt_sinks_new CASCADE")
