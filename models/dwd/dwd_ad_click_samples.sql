@@ -24,7 +24,7 @@ select
     case when c.req_id is null then 0 else 1 end as label,
     date_format(i.imp_ts, 'yyyy-MM-dd') as dt,
     date_format(i.imp_ts, 'HH') as hour
-from {{ source('ods', 'ods_ad_impressions') }} as i
-{{ interval_join('left', source('ods', 'ods_ad_clicks'), 'c', 'i',
+from {{ ref('stg_ad_impressions') }} as i
+{{ interval_join('left', ref('stg_ad_clicks'), 'c', 'i',
                  keys=['req_id', 'ad_id'], left_time='imp_ts', right_time='click_ts',
                  lower='0 seconds', upper='20 minutes') }}

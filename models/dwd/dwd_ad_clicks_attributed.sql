@@ -21,7 +21,7 @@ select
     i.user_id as imp_user_id,
     date_format(c.click_ts, 'yyyy-MM-dd') as dt,
     date_format(c.click_ts, 'HH') as hour
-from {{ source('ods', 'ods_ad_clicks') }} as c
-{{ interval_join('inner', source('ods', 'ods_ad_impressions'), 'i', 'c',
+from {{ ref('stg_ad_clicks') }} as c
+{{ interval_join('inner', ref('stg_ad_impressions'), 'i', 'c',
                  keys=['req_id', 'ad_id'], left_time='click_ts', right_time='imp_ts',
                  lower='-20 minutes', upper='0 seconds') }}

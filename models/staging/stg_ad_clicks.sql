@@ -1,5 +1,6 @@
--- Ad clicks as landed, with the columns' types fixed. Every row is kept (see stg_ad_impressions).
-{{ config(materialized='table', file_format='delta', partition_by=['dt', 'hour']) }}
+-- Ad clicks as landed, with the columns' types fixed. Late, future and malformed rows go to
+-- the model's quarantine table (DESIGN 2.1); every other row is kept.
+{{ config(materialized='streaming_table', file_format='delta', partition_by=['dt', 'hour']) }}
 
 select
     cast(req_id as string) as req_id,

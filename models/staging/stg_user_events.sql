@@ -1,6 +1,7 @@
--- User events as landed, with the columns' types fixed. Every row is kept, malformed spmids
+-- User events as landed, with the columns' types fixed. Late, future and null-time rows go to
+-- quarantine; every other row is kept, malformed spmids
 -- and payloads included: routing and quarantine decide what to do with them later.
-{{ config(materialized='table', file_format='delta', partition_by=['dt', 'hour']) }}
+{{ config(materialized='streaming_table', file_format='delta', partition_by=['dt', 'hour']) }}
 
 select
     cast(event_id as string) as event_id,

@@ -266,7 +266,7 @@ def test_repo_dwd_models_are_interval_joins_with_no_diagnostics(mode):
     for name in DWD:
         plan = result.plans[name]
         assert plan.sink.partition_by == ("dt", "hour")
-        assert {s.relation for s in plan.sources} == {"ods.ods_ad_impressions", "ods.ods_ad_clicks"}
+        assert {s.relation for s in plan.sources} == {"dw.stg_ad_impressions", "dw.stg_ad_clicks"}
         if mode == "stream":
             assert (type(plan).__name__, plan.strategy, plan.sink.write) == (
                 "StreamPlan", "incremental", "append_once")

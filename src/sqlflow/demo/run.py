@@ -1,14 +1,12 @@
 """`sqlflow demo` and `sqlflow demo generate`: the demo data, then the pipeline on it.
 
-`run_demo` grows with the project: today it generates the sources and builds the staging
-models with dbt (in-process, on the same SparkSession); later issues add their stages here.
+`run_demo` grows with the project: today it generates the sources and backfills every model
+with `sqlflow run --mode batch`; later issues add their stages here.
 """
 
 from __future__ import annotations
 
-import json
 import time
-from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
@@ -16,7 +14,6 @@ from rich.table import Table
 from sqlflow.context import Context
 from sqlflow.demo import scenario as S
 from sqlflow.demo.generate import DemoReport, generate, span, table_rows
-from sqlflow.errors import SqlflowError
 
 _DIRTY_ROWS = (("late", "late"), ("future", "future"), ("null_event_time", "null event time"),
                ("null_key", "null key"), ("malformed_payload", "malformed payload"),
@@ -53,36 +50,19 @@ def generate_demo(ctx: Context, console: Console, *, rows: int | None = None,
 
 def run_demo(ctx: Context, console: Console, *, rows: int | None = None,
              seed: int | None = None, days: int | None = None) -> None:
-    """Generate the demo data, run the pipeline as far as it exists, and print every table built."""
-    from sqlflow.dbt_bridge import run_dbt
+    """Generate the demo data, backfill every model with sqlflow, and print every table built."""
+    from sqlflow.runtime.runner import run_batch_project
 
     started = time.monotonic()
     report = generate_demo(ctx, console, rows=rows, seed=seed, days=days)
-    console.print("[bold]Building the staging models[/bold] with dbt, in this Spark session")
-    target_path = ctx.project_dir / "target"
-    ok = run_dbt(ctx, ["run", "--select", "staging", "--target-path", str(target_path)])
-    if not ok:
-        raise SqlflowError("dbt could not build the staging models",
-                           hint="see dbt's output above; rerun with `sqlflow dbt run --select staging`")
+    console.print("[bold]Running every model[/bold] (sqlflow run --mode batch)")
+    runs = run_batch_project(ctx, console, console)
     built = [(t.table, "source", t.rows) for t in report.tables]
-    built += [(name, "model", table_rows(ctx.spark, name)) for name in built_models(target_path)]
+    for run in runs:
+        built.append((run.sink.table, "model", table_rows(ctx.spark, run.sink.table)))
+        if run.quarantine is not None:
+            built.append((run.quarantine.table, "quarantine", table_rows(ctx.spark, run.quarantine.table)))
     console.print(_built_table(built, time.monotonic() - started))
-
-
-def built_models(target_path: Path) -> list[str]:
-    """The tables the last dbt run built successfully, from its run_results.json and manifest."""
-    try:
-        results = json.loads((target_path / "run_results.json").read_text())["results"]
-        nodes = json.loads((target_path / "manifest.json").read_text())["nodes"]
-    except (OSError, ValueError, KeyError) as exc:
-        raise SqlflowError(f"cannot read dbt's run results in {target_path}: {exc}",
-                           hint="rerun `sqlflow demo`; dbt writes them after every run") from None
-    names = []
-    for result in results:
-        node = nodes.get(result["unique_id"], {})
-        if result.get("status") == "success" and node.get("resource_type") == "model":
-            names.append(f"{node['schema']}.{node['alias']}")
-    return sorted(names)
 
 
 def _sources_table(report: DemoReport) -> Table:

@@ -1,0 +1,52 @@
+"""Older-rows state of the `incremental` stream strategy (DESIGN 2.9).
+
+A join of two streams by the delta rule, `ΔL ⋈ (R_old ∪ ΔR) ∪ L_old ⋈ ΔR`, needs each joined
+input's rows of EARLIER micro-batches. The runtime keeps them in one Delta table per model and
+input, `<sink schema>.__sqlflow_state__<model>__<db>__<table>`: the input's clean rows (every
+column, unchanged) plus `__sqlflow_batch`, the micro-batch id that brought them.
+
+- `append` adds a micro-batch's clean rows, idempotent per batch id (Delta `txnAppId` = the
+  state table's name, `txnVersion` = the batch id): a replayed batch adds nothing twice.
+- `older` reads the rows of batches strictly before `batch_id`, pruned to an event-time
+  range. Filtering on the batch column makes a replay correct even when the crash came after
+  the state append: a batch never sees its own rows as old.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.types import StructType
+
+from sqlflow.plan import Sink
+from sqlflow.runtime.sinks import BatchId, WriteResult, write
+
+BATCH_COLUMN = "__sqlflow_batch"
+
+
+def state_table(sink_table: str, model: str, relation: str) -> str:
+    """`dw.__sqlflow_state__samples__ods__imps`: next to the sink, one per model and input."""
+    schema = sink_table.rsplit(".", 1)[0] + "." if "." in sink_table else ""
+    return f"{schema}__sqlflow_state__{model}__" + relation.replace(".", "__").replace("`", "")
+
+
+def append(spark: SparkSession, table: str, rows: DataFrame, batch_id: int) -> WriteResult:
+    """Add one micro-batch's clean rows; a batch id already appended is skipped."""
+    tagged = rows.withColumn(BATCH_COLUMN, F.lit(batch_id).cast("bigint"))
+    return write(spark, Sink(table, "append_once"), tagged, batch=BatchId(table, batch_id))
+
+
+def older(spark: SparkSession, table: str, schema: StructType, batch_id: int,
+          keep: Column | None) -> DataFrame:
+    """Rows of batches before `batch_id` with the input's own columns; `keep` prunes them
+    (None: no pruning). An input with no state yet has no older rows."""
+    if not spark.catalog.tableExists(table):
+        return spark.createDataFrame([], schema)
+    rows = spark.table(table).where(F.col(BATCH_COLUMN) < F.lit(batch_id))
+    if keep is not None:
+        rows = rows.where(keep)
+    return rows.select(*[F.col(f"`{f.name}`") for f in schema.fields])
+
+
+def drop(spark: SparkSession, table: str) -> None:
+    spark.sql(f"DROP TABLE IF EXISTS {table}")
