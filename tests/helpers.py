@@ -29,6 +29,28 @@ sqlflow:
 """
 
 
+# Two ad event sources and a dimension: the sources most compiler tests need.
+AD_SOURCES_YML = """\
+version: 2
+sources:
+  - name: ods
+    schema: ods
+    tables:
+      - name: imps
+        meta:
+          sqlflow: {event_time: imp_ts, ingest_time: ingest_ts, allowed_lateness: 10 minutes, future_tolerance: 5 minutes}
+      - name: clicks
+        meta:
+          sqlflow: {event_time: click_ts, ingest_time: ingest_ts, allowed_lateness: 10 minutes, future_tolerance: 5 minutes}
+  - name: dim
+    schema: dim
+    tables:
+      - name: dim_ad
+        meta:
+          sqlflow: {partition_column: dt}
+"""
+
+
 def _write(root: Path, rel: str, text: str) -> None:
     path = root / rel
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -113,21 +113,19 @@ def _incremental(ir: ModelIR, streams: list[InputRel]):
 
 
 def _prune_ranges(ir: ModelIR, joins) -> dict[str, tuple[PruneRange, ...]]:
-    """For each joined stream, the older rows each other side's new rows can match.
+    """For each joined stream, the older rows each other side's new rows can match
+    (`delta_rule.pruning_ranges`), named by the relations the runtime reads."""
+    from sqlflow.delta_rule import pruning_ranges
 
-    With `r.t - l.t` in [lo, hi]: old left rows need `l.t` in [min(Δr.t) - hi, max(Δr.t) - lo],
-    old right rows need `r.t` in [min(Δl.t) + lo, max(Δl.t) + hi].
-    """
     out: dict[str, list[PruneRange]] = {}
     for j in joins:
-        if j.kind != "interval" or j.interval is None or not j.interval.bounded:
+        if j.kind != "interval" or j.interval is None or not j.interval.bounded or j.interval.empty:
             continue
         b = j.interval
         left, right = _rel(ir, j.left_alias, j), _rel(ir, j.right_alias, j)
-        out.setdefault(left, []).append(
-            PruneRange(b.left_time, right, b.right_time, -b.upper_us, -b.lower_us))
-        out.setdefault(right, []).append(
-            PruneRange(b.right_time, left, b.left_time, b.lower_us, b.upper_us))
+        ranges = pruning_ranges((b.left_time, b.right_time, b.lower_us, b.upper_us))
+        for rel, other, m in ((left, right, ranges.old_left), (right, left, ranges.old_right)):
+            out.setdefault(rel, []).append(PruneRange(m.column, other, m.by, m.lower_us, m.upper_us))
     return {k: tuple(v) for k, v in out.items()}
 
 

@@ -6,22 +6,10 @@ import json
 
 from click.testing import CliRunner
 
-from helpers import make_project
+from helpers import AD_SOURCES_YML, make_project
 from sqlflow.cli import main
 
-SOURCES = """
-version: 2
-sources:
-  - name: ods
-    schema: ods
-    tables:
-      - name: imps
-        meta:
-          sqlflow: {event_time: imp_ts, ingest_time: ingest_ts, allowed_lateness: 10 minutes}
-      - name: clicks
-        meta:
-          sqlflow: {event_time: click_ts, ingest_time: ingest_ts, allowed_lateness: 10 minutes}
-"""
+SOURCES = AD_SOURCES_YML
 
 GOOD = """{{ config(materialized='streaming_table', partition_by=['dt']) }}
 SELECT i.req_id, i.imp_ts, to_date(i.imp_ts) AS dt

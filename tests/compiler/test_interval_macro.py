@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from helpers import make_project, render_sql
+from helpers import AD_SOURCES_YML, make_project, render_sql
 from sqlflow.compiler import compile_project
 from sqlflow.errors import SqlflowError
 from sqlflow.ir import IntervalBound
@@ -19,19 +19,7 @@ ROOT = Path(__file__).resolve().parents[2]
 MACROS = {"interval_join.sql": (ROOT / "macros" / "interval_join.sql").read_text()}
 MIN20 = 20 * 60 * 10**6
 
-SOURCES = {"sources.yml": """
-version: 2
-sources:
-  - name: ods
-    schema: ods
-    tables:
-      - name: imps
-        meta:
-          sqlflow: {event_time: imp_ts, ingest_time: ingest_ts, allowed_lateness: 10 minutes}
-      - name: clicks
-        meta:
-          sqlflow: {event_time: click_ts, ingest_time: ingest_ts, allowed_lateness: 10 minutes}
-"""}
+SOURCES = {"sources.yml": AD_SOURCES_YML}
 
 # The join (macro call or hand-written) starts on line 4 of the model.
 HEAD = """{{ config(materialized='streaming_table', partition_by=['dt']) }}

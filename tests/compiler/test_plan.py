@@ -10,27 +10,9 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from sqlflow.compiler import compile_project, write_artifacts
 from sqlflow.errors import SqlflowError
-from helpers import make_project
+from helpers import AD_SOURCES_YML, make_project
 
-SOURCES = """
-version: 2
-sources:
-  - name: ods
-    schema: ods
-    tables:
-      - name: imps
-        meta:
-          sqlflow: {event_time: imp_ts, ingest_time: ingest_ts, allowed_lateness: 10 minutes, future_tolerance: 5 minutes}
-      - name: clicks
-        meta:
-          sqlflow: {event_time: click_ts, ingest_time: ingest_ts, allowed_lateness: 10 minutes, future_tolerance: 5 minutes}
-  - name: dim
-    schema: dim
-    tables:
-      - name: dim_ad
-        meta:
-          sqlflow: {partition_column: dt}
-"""
+SOURCES = AD_SOURCES_YML
 
 HEAD = "{{ config(materialized='streaming_table', partition_by=['dt']%s) }}\n"
 

@@ -169,7 +169,7 @@ def chunks(rnd, rows, table, schema):
     rnd.shuffle(rows)
     out = []
     while rows:
-        n = rnd.randint(1, max(1, len(rows) // 2))
+        n = rnd.randint(max(1, len(rows) // 3), len(rows))
         out.append((table, rows[:n], schema))
         rows = rows[n:]
     return out
@@ -203,13 +203,13 @@ def test_random_order_and_splits_equal_the_batch_plan(spark, setup, seed):
         for m in ("filtered", "attributed")}
     batches = 0
     while todo:
-        n = rnd.randint(2, 4)
+        n = rnd.randint(3, 5)
         group, todo = todo[:n], todo[n:]
         for table, rows, schema in group:
             append(spark, table, rows, schema)
         for plan in plans.values():
-            batches += len(run_stream(s.stream, plan).batches)
-    assert batches >= 6
+            batches += len(run_stream(s.stream, plan, on_batch=lambda r: print(r.line())).batches)
+    assert batches >= 4
     for model in ("filtered", "attributed"):
         sink, quarantine = batch_truth(s, model)
         assert_same(spark, s.stream_plans[model].sink.table, sink)

@@ -96,9 +96,11 @@ class MicroBatch:
                 split.clean.createOrReplaceTempView(b.view)
                 parts.append(split.quarantine)
             app = self.app_id()
-            q_sink = Sink(plan.quarantine, "append_once", Q.PARTITION_BY)
-            quarantined = write(spark, q_sink, reduce(DataFrame.unionByName, parts),
-                                batch=BatchId(f"{app}__quarantine", batch_id))
+            bad = reduce(DataFrame.unionByName, parts)
+            quarantined = bad.count()  # over the cached batch: cheaper than an empty commit
+            if quarantined:
+                q_sink = Sink(plan.quarantine, "append_once", Q.PARTITION_BY)
+                write(spark, q_sink, bad, batch=BatchId(f"{app}__quarantine", batch_id))
             for b in self.sides:
                 if b.old_view:
                     keep = self._prune(b, clean) if len(self.state_tables) == 2 else None
@@ -108,8 +110,9 @@ class MicroBatch:
             out = write(spark, plan.sink, spark.sql(plan.sql), batch=BatchId(app, batch_id))
             if self.after_sink:
                 self.after_sink(batch_id)
-            for relation, table in self.state_tables.items():
-                state.append(spark, table, clean[relation], batch_id)
+            for k, b in enumerate(self.sides):
+                if b.relation in self.state_tables and counts.get(k):
+                    state.append(spark, self.state_tables[b.relation], clean[b.relation], batch_id)
         finally:
             df.unpersist()
             for b in self.sides:
@@ -118,7 +121,7 @@ class MicroBatch:
                         spark.catalog.dropTempView(view)
         report = BatchReport(
             plan.model, batch_id, tuple((b.relation, counts.get(k, 0)) for k, b in enumerate(self.sides)),
-            out.rows, quarantined.rows, out.skipped, time.monotonic() - began)
+            out.rows, quarantined, out.skipped, time.monotonic() - began)
         self.reports.append(report)
         if self.on_batch:
             self.on_batch(report)

@@ -19,7 +19,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
 from sqlflow.plan import Sink
-from sqlflow.runtime.sinks import BatchId, WriteResult, write
+from sqlflow.runtime.sinks import BatchId, write
 
 BATCH_COLUMN = "__sqlflow_batch"
 
@@ -30,10 +30,18 @@ def state_table(sink_table: str, model: str, relation: str) -> str:
     return f"{schema}__sqlflow_state__{model}__" + relation.replace(".", "__").replace("`", "")
 
 
-def append(spark: SparkSession, table: str, rows: DataFrame, batch_id: int) -> WriteResult:
-    """Add one micro-batch's clean rows; a batch id already appended is skipped."""
+def append(spark: SparkSession, table: str, rows: DataFrame, batch_id: int) -> None:
+    """Add one micro-batch's clean rows; a batch id already appended is skipped.
+
+    A plain Delta append with `txnAppId`/`txnVersion` (not `sinks.write`): state tables are
+    internal, so the commit is not read back for a WriteResult (saves a few Spark jobs a batch).
+    """
     tagged = rows.withColumn(BATCH_COLUMN, F.lit(batch_id).cast("bigint"))
-    return write(spark, Sink(table, "append_once"), tagged, batch=BatchId(table, batch_id))
+    if not spark.catalog.tableExists(table):
+        write(spark, Sink(table, "append_once"), tagged, batch=BatchId(table, batch_id))
+        return
+    (tagged.writeTo(table).option("txnAppId", table)
+     .option("txnVersion", str(batch_id)).append())
 
 
 def older(spark: SparkSession, table: str, schema: StructType, batch_id: int,
