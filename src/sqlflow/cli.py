@@ -135,8 +135,12 @@ def compile_cmd(mode: str, select: tuple[str, ...], fmt: str, vars_text: str | N
 
 
 @main.command("run")
-@click.option("--mode", type=click.Choice(["batch"]), required=True,
-              help="batch: backfill with the batch plans (stream mode comes with the stream runtime).")
+@click.option("--mode", type=click.Choice(["batch", "stream"]), required=True,
+              help="batch: backfill with the batch plans; stream: one streaming query per "
+                   "streaming_table model (other models run their batch plan once).")
+@click.option("--trigger", default=None,
+              help="Stream mode: `available-now` (process what is there, then stop) or an "
+                   "interval like '10 seconds' (default: each model's configured trigger).")
 @click.option("--start", type=click.DateTime(formats=["%Y-%m-%d"]), default=None,
               help="First date of the backfill range (inclusive), e.g. 2026-11-01.")
 @click.option("--end", type=click.DateTime(formats=["%Y-%m-%d"]), default=None,
@@ -145,11 +149,14 @@ def compile_cmd(mode: str, select: tuple[str, ...], fmt: str, vars_text: str | N
               help="Models to run: name, +name (with ancestors), name+ (with descendants), tag:x, path:dir.")
 @click.option("--vars", "vars_text", default=None, help="YAML mapping of vars, overriding dbt_project.yml.")
 @error_handler
-def run_cmd(mode: str, start, end, select: tuple[str, ...], vars_text: str | None) -> None:
+def run_cmd(mode: str, trigger: str | None, start, end, select: tuple[str, ...],
+            vars_text: str | None) -> None:
     """Run models in dependency order and print what each wrote and quarantined.
 
-    Without --start/--end every partition the model computes is replaced; with them, exactly
-    the partitions of that date range. Stops at the first model that fails.
+    Batch: without --start/--end every partition the model computes is replaced; with them,
+    exactly the partitions of that date range. Stops at the first model that fails.
+    Stream: each streaming_table model runs its stream plan (one query, one checkpoint);
+    progress is printed per micro-batch.
     """
     from sqlflow.compiler import compile_project, write_artifacts
     from sqlflow.runtime.batch import DateRange, run_models
@@ -157,6 +164,11 @@ def run_cmd(mode: str, start, end, select: tuple[str, ...], vars_text: str | Non
 
     ctx = context()
     first, last = (d.date() if d else None for d in (start, end))
+    if mode == "stream" and (first or last):
+        raise SqlflowError("--start/--end apply to --mode batch only",
+                           hint="a stream run processes whatever its inputs hold")
+    if mode == "batch" and trigger:
+        raise SqlflowError("--trigger applies to --mode stream only")
     dates = DateRange.of(first, last)
     result = compile_project(ctx.project_dir, mode=mode, select=list(select) or None,
                              target=ctx.target, vars=_parse_vars(vars_text))
@@ -165,6 +177,12 @@ def run_cmd(mode: str, start, end, select: tuple[str, ...], vars_text: str | Non
     result.raise_if_errors()
     write_artifacts(result, ctx.project_dir)  # the SQL an error message points at
     plans = [p for p in result.plans.values() if p.materialized != "ephemeral"]
+    if mode == "stream":
+        from sqlflow.runtime.stream import run_streams
+
+        run_streams(ctx, plans, trigger=trigger, print_line=lambda line: console.print(
+            _escape(line), soft_wrap=True), print_table=console.print)
+        return
     done = []
     try:
         for run in run_models(ctx, plans, start=first, end=last):

@@ -304,8 +304,9 @@ def test_cli_runs_selected_models_and_prints_the_summary(spark, ctx):
                                     "--start", "2026-11-03"])
     assert bad.exit_code == 1
     assert "a backfill range needs both --start and --end" in bad.output
-    streaming = CliRunner().invoke(main, ["--project-dir", str(ctx.project_dir), "run", "--mode", "stream"])
-    assert streaming.exit_code == 2 and "'stream' is not 'batch'" in streaming.output
+    streaming = CliRunner().invoke(main, ["--project-dir", str(ctx.project_dir), "run", "--mode", "stream",
+                                          "--start", "2026-11-03", "--end", "2026-11-03"])
+    assert streaming.exit_code == 1 and "--start/--end apply to --mode batch only" in streaming.output
 
 
 def test_cli_stops_at_a_missing_input_with_one_red_line(spark, tmp_path):  # spark: reuse the session

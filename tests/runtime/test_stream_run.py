@@ -244,3 +244,20 @@ def test_a_crash_after_the_sink_write_is_replayed_exactly_once(spark, setup):
 def test_outer_joins_are_refused_for_now(spark, setup):
     with pytest.raises(SqlflowError, match="outer interval joins in stream mode are not available"):
         run_stream(setup.stream, setup.stream_plans["samples"])
+
+
+def test_cli_runs_a_bounded_stream_and_prints_each_micro_batch(spark, setup):
+    from click.testing import CliRunner
+
+    from sqlflow.cli import main
+
+    imps, _ = edge_cases()
+    append(spark, f"{setup.ods}.imps", imps, IMP_SCHEMA)
+    args = ["--project-dir", str(setup.stream.project_dir), "run", "--mode", "stream", "--select", "filtered"]
+    res = CliRunner().invoke(main, args + ["--trigger", "available-now"])
+    assert res.exit_code == 0, res.output
+    assert "filtered batch 0: in" in res.output and "quarantined 4" in res.output
+    assert "Stream run (available-now)" in res.output
+    again = CliRunner().invoke(main, args + ["--trigger", "available-now"])  # nothing new: no batch
+    assert again.exit_code == 0 and "filtered batch" not in again.output
+    assert spark.table(setup.stream_plans["filtered"].sink.table).count() == 8

@@ -133,3 +133,87 @@ def run_stream(ctx, plan: StreamPlan, *, trigger: str = AVAILABLE_NOW,
 def _query_id(checkpoint: Path) -> str:
     """The query id Spark keeps in `<checkpoint>/metadata` (written before the first batch)."""
     return json.loads((checkpoint / "metadata").read_text().splitlines()[0])["id"]
+
+
+# --- many models: `sqlflow run --mode stream` -----------------------------------------------------
+
+def run_streams(ctx, plans, *, trigger: str | None, print_line: Callable[[str], None],
+                print_table: Callable[[object], None]) -> None:
+    """Run `plans` (compile order). `available-now`: one model after the other, each until
+    its inputs are processed. An interval (or None: each model's configured trigger): models
+    without a stream plan run their batch plan once, then every stream query runs at once
+    until one fails or the user interrupts (Ctrl-C stops them all; the checkpoints resume)."""
+    from sqlflow.runtime.batch import run_batch
+    from sqlflow.runtime.summary import progress_line
+
+    rows: list[tuple[str, str, int, int, int, float]] = []
+
+    def report(r: BatchReport) -> None:
+        print_line(r.line())
+
+    def batch(plan) -> None:
+        r = run_batch(ctx, plan)
+        print_line(progress_line(r))
+        rows.append((r.model, "batch", 0, r.sink.rows, sum(q.rows for q in r.quarantined), r.seconds))
+
+    def add(model: str, reports, seconds: float) -> None:
+        rows.append((model, "stream", len(reports), sum(b.rows_out for b in reports),
+                     sum(b.quarantined for b in reports), seconds))
+
+    try:
+        if trigger == AVAILABLE_NOW:
+            for plan in plans:
+                if isinstance(plan, StreamPlan):
+                    res = run_stream(ctx, plan, trigger=AVAILABLE_NOW, on_batch=report)
+                    add(plan.model, res.batches, res.seconds)
+                else:
+                    batch(plan)
+            return
+        for plan in plans:
+            if not isinstance(plan, StreamPlan):
+                batch(plan)
+        _run_together(ctx, [p for p in plans if isinstance(p, StreamPlan)], trigger, report, add)
+    finally:
+        print_table(summary_table(rows, trigger))
+
+
+def _run_together(ctx, plans: list[StreamPlan], trigger: str | None, report, add) -> None:
+    began = time.monotonic()
+    started = []
+    try:
+        for plan in plans:
+            started.append((plan, *start(ctx, plan, trigger=trigger or plan.trigger, on_batch=report)))
+        while any(q.isActive for _, q, _ in started):
+            ctx.spark.streams.awaitAnyTermination()
+            ctx.spark.streams.resetTerminated()
+    except KeyboardInterrupt:
+        pass
+    except Exception as exc:
+        plan, _, fn = next(((p, q, f) for p, q, f in started if f.error), (plans[0], None, None))
+        cause = fn.error if fn else exc
+        if isinstance(cause, SqlflowError):
+            raise cause from exc
+        raise SqlflowError(f"model `{plan.model}`: stream query failed: {str(cause).strip()[:300]}",
+                           location=Location(plan.path),
+                           hint="run again to resume from the checkpoint; --debug shows Spark's error") from exc
+    finally:
+        for _, query, _ in started:
+            query.stop()
+        for plan, _, fn in started:
+            add(plan.model, fn.reports, time.monotonic() - began)
+
+
+def summary_table(rows, trigger: str | None):
+    """One row per model: kind, micro-batches, rows written, rows quarantined, seconds."""
+    from rich import box
+    from rich.table import Table
+
+    table = Table(title=f"Stream run ({trigger or 'configured triggers'})", title_justify="left",
+                  box=box.SIMPLE_HEAD)
+    for name, justify in (("model", "left"), ("plan", "left"), ("batches", "right"),
+                          ("rows", "right"), ("quarantined", "right"), ("seconds", "right")):
+        table.add_column(name, justify=justify, no_wrap=name == "model")
+    for model, kind, batches, out, quarantined, seconds in rows:
+        table.add_row(model, kind, str(batches) if kind == "stream" else "-", f"{out:,}",
+                      f"{quarantined:,}", f"{seconds:.1f}")
+    return table
