@@ -158,9 +158,7 @@ def run_cmd(mode: str, trigger: str | None, start, end, select: tuple[str, ...],
     Stream: each streaming_table model runs its stream plan (one query, one checkpoint);
     progress is printed per micro-batch.
     """
-    from sqlflow.compiler import compile_project, write_artifacts
-    from sqlflow.runtime.batch import DateRange, run_models
-    from sqlflow.runtime.summary import progress_line, summary_table
+    from sqlflow.runtime.runner import plans_for_run, run_batch_plans
 
     ctx = context()
     first, last = (d.date() if d else None for d in (start, end))
@@ -169,28 +167,14 @@ def run_cmd(mode: str, trigger: str | None, start, end, select: tuple[str, ...],
                            hint="a stream run processes whatever its inputs hold")
     if mode == "batch" and trigger:
         raise SqlflowError("--trigger applies to --mode stream only")
-    dates = DateRange.of(first, last)
-    result = compile_project(ctx.project_dir, mode=mode, select=list(select) or None,
-                             target=ctx.target, vars=_parse_vars(vars_text))
-    for diag in result.warnings:
-        err_console.print(f"[yellow]{_escape(diag.format())}[/yellow]", soft_wrap=True)
-    result.raise_if_errors()
-    write_artifacts(result, ctx.project_dir)  # the SQL an error message points at
-    plans = [p for p in result.plans.values() if p.materialized != "ephemeral"]
+    plans = plans_for_run(ctx, mode, err_console, select=select, vars=_parse_vars(vars_text))
     if mode == "stream":
         from sqlflow.runtime.stream import run_streams
 
         run_streams(ctx, plans, trigger=trigger, print_line=lambda line: console.print(
             _escape(line), soft_wrap=True), print_table=console.print)
-        return
-    done = []
-    try:
-        for run in run_models(ctx, plans, start=first, end=last):
-            done.append(run)
-            console.print(_escape(progress_line(run)), soft_wrap=True)
-    finally:
-        not_run = [p.model for p in plans[len(done) + 1:]] if len(done) < len(plans) else []
-        console.print(summary_table(done, dates, not_run))
+    else:
+        run_batch_plans(ctx, plans, console, start=first, end=last)
 
 
 @main.command("dbt", context_settings={"ignore_unknown_options": True, "allow_extra_args": True})

@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import random
 import re
+import shutil
 from datetime import datetime, timedelta, timezone
 
 import pytest
@@ -203,7 +204,7 @@ def test_random_order_and_splits_equal_the_batch_plan(spark, setup, seed):
         for m in ("filtered", "attributed")}
     batches = 0
     while todo:
-        n = rnd.randint(3, 5)
+        n = rnd.randint(4, 6)
         group, todo = todo[:n], todo[n:]
         for table, rows, schema in group:
             append(spark, table, rows, schema)
@@ -216,7 +217,11 @@ def test_random_order_and_splits_equal_the_batch_plan(spark, setup, seed):
         assert_same(spark, s.stream_plans[model].quarantine, quarantine, drop=("origin",))
 
 
-def test_a_crash_after_the_sink_write_is_replayed_exactly_once(spark, setup):
+@pytest.mark.parametrize("point", ["sink", "state"])
+def test_a_crash_inside_a_micro_batch_is_replayed_exactly_once(spark, setup, point):
+    """A crash after the sink write (state not yet appended) or after the state append (Spark
+    has not committed the batch): the restart replays batch 1, which must neither duplicate
+    sink rows nor state rows (a later batch would then match old rows twice)."""
     s = setup
     imps, clicks = edge_cases()
     plan = s.stream_plans["attributed"]
@@ -227,10 +232,10 @@ def test_a_crash_after_the_sink_write_is_replayed_exactly_once(spark, setup):
     append(spark, f"{s.ods}.clicks", clicks[3:], CLICK_SCHEMA)
 
     def crash(batch_id):
-        raise RuntimeError(f"simulated crash after the sink write of batch {batch_id}")
+        raise RuntimeError(f"simulated crash after the {point} write of batch {batch_id}")
 
     with pytest.raises(SqlflowError, match="simulated crash"):
-        run_stream(s.stream, plan, after_sink=crash)
+        run_stream(s.stream, plan, **{f"after_{point}": crash})
     replay = run_stream(s.stream, plan).batches
     assert [(b.batch_id, b.replayed) for b in replay] == [(1, True)]
     # a later batch joins against state written by the replayed batch
@@ -256,8 +261,31 @@ def test_cli_runs_a_bounded_stream_and_prints_each_micro_batch(spark, setup):
     args = ["--project-dir", str(setup.stream.project_dir), "run", "--mode", "stream", "--select", "filtered"]
     res = CliRunner().invoke(main, args + ["--trigger", "available-now"])
     assert res.exit_code == 0, res.output
-    assert "filtered batch 0: in" in res.output and "quarantined 4" in res.output
-    assert "Stream run (available-now)" in res.output
+    assert "filtered batch 0: in" in res.output and "+13; out 9; quarantined 3" in res.output
+    assert "Stream run" in res.output
     again = CliRunner().invoke(main, args + ["--trigger", "available-now"])  # nothing new: no batch
     assert again.exit_code == 0 and "filtered batch" not in again.output
-    assert spark.table(setup.stream_plans["filtered"].sink.table).count() == 8
+    assert spark.table(setup.stream_plans["filtered"].sink.table).count() == 9
+    shutil.rmtree(setup.stream.project_dir / setup.stream_plans["filtered"].sink.checkpoint)
+    lost = CliRunner().invoke(main, args + ["--trigger", "available-now"])
+    assert lost.exit_code == 1 and "already has rows but its checkpoint" in lost.output
+
+
+def test_an_interval_trigger_keeps_running_and_picks_up_new_commits(spark, setup):
+    from sqlflow.runtime.stream import start
+
+    imps, clicks = edge_cases()
+    plan = setup.stream_plans["attributed"]
+    query, fn = start(setup.stream, plan, trigger="1 second")
+    try:
+        append(spark, f"{setup.ods}.imps", imps, IMP_SCHEMA)
+        query.processAllAvailable()
+        append(spark, f"{setup.ods}.clicks", clicks, CLICK_SCHEMA)
+        query.processAllAvailable()
+        assert query.isActive
+    finally:
+        query.stop()
+    assert fn.error is None and len(fn.reports) >= 2
+    sink, quarantine = batch_truth(setup, "attributed")
+    assert_same(spark, plan.sink.table, sink)
+    assert_same(spark, plan.quarantine, quarantine, drop=("origin",))

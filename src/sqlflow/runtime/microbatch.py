@@ -62,16 +62,18 @@ class MicroBatch:
     """The `foreachBatch` function of one model's query.
 
     `app_id` names the query in every idempotent write (the sink's `txnAppId`); `after_sink`
-    is called with the batch id right after the sink write (progress hooks, crash tests).
+    and `after_state` are called with the batch id right after the sink write and after the
+    state appends (hooks for progress and crash tests).
     """
 
     def __init__(self, plan: StreamPlan, sides: list[SourceBinding], schemas: dict[str, StructType],
                  state_tables: dict[str, str], app_id: Callable[[], str],
                  on_batch: Callable[[BatchReport], None] | None = None,
-                 after_sink: Callable[[int], None] | None = None):
+                 after_sink: Callable[[int], None] | None = None,
+                 after_state: Callable[[int], None] | None = None):
         self.plan, self.sides, self.schemas = plan, sides, schemas
         self.state_tables, self.app_id = state_tables, app_id
-        self.on_batch, self.after_sink = on_batch, after_sink
+        self.on_batch, self.after_sink, self.after_state = on_batch, after_sink, after_state
         self.reports: list[BatchReport] = []
         self.error: BaseException | None = None
 
@@ -113,6 +115,8 @@ class MicroBatch:
             for k, b in enumerate(self.sides):
                 if b.relation in self.state_tables and counts.get(k):
                     state.append(spark, self.state_tables[b.relation], clean[b.relation], batch_id)
+            if self.after_state:
+                self.after_state(batch_id)
         finally:
             df.unpersist()
             for b in self.sides:

@@ -73,7 +73,8 @@ def check_plan(spark: SparkSession, plan: StreamPlan) -> None:
 
 def start(ctx, plan: StreamPlan, *, trigger: str = AVAILABLE_NOW,
           on_batch: Callable[[BatchReport], None] | None = None,
-          after_sink: Callable[[int], None] | None = None):
+          after_sink: Callable[[int], None] | None = None,
+          after_state: Callable[[int], None] | None = None):
     """Start the model's query; returns `(query, microbatch)`."""
     spark = ctx.spark
     check_plan(spark, plan)
@@ -83,6 +84,13 @@ def start(ctx, plan: StreamPlan, *, trigger: str = AVAILABLE_NOW,
               for b in sides if b.old_view}
     checkpoint = Path(ctx.project_dir) / (plan.sink.checkpoint or f".sqlflow/checkpoints/{plan.model}")
     if not (checkpoint / "offsets").is_dir():  # a new query: older rows of another query are stale
+        if spark.catalog.tableExists(plan.sink.table) and spark.table(plan.sink.table).take(1):
+            raise SqlflowError(
+                f"model `{plan.model}`: sink `{plan.sink.table}` already has rows but its checkpoint "
+                f"`{checkpoint}` is new: a new stream query would write every row again",
+                location=Location(plan.path),
+                hint=f"drop the table (`DROP TABLE {plan.sink.table}`) to rebuild it from the stream, "
+                     "or restore the checkpoint folder")
         for table in tables.values():
             state.drop(spark, table)
     frames = []
@@ -97,7 +105,7 @@ def start(ctx, plan: StreamPlan, *, trigger: str = AVAILABLE_NOW,
             for j, o in enumerate(sides)]))
     envelope: DataFrame = reduce(DataFrame.unionByName, frames)
     fn = MicroBatch(plan, sides, schemas, tables, lambda: f"{plan.model}@{_query_id(checkpoint)}",
-                    on_batch=on_batch, after_sink=after_sink)
+                    on_batch=on_batch, after_sink=after_sink, after_state=after_state)
     writer = (envelope.writeStream.foreachBatch(fn).queryName(f"sqlflow_{plan.model}")
               .option("checkpointLocation", str(checkpoint)))
     if trigger == AVAILABLE_NOW:
@@ -109,12 +117,14 @@ def start(ctx, plan: StreamPlan, *, trigger: str = AVAILABLE_NOW,
 
 def run_stream(ctx, plan: StreamPlan, *, trigger: str = AVAILABLE_NOW,
                on_batch: Callable[[BatchReport], None] | None = None,
-               after_sink: Callable[[int], None] | None = None) -> StreamResult:
+               after_sink: Callable[[int], None] | None = None,
+               after_state: Callable[[int], None] | None = None) -> StreamResult:
     """Run one model's query until it stops (available-now: when every input row is processed;
     an interval trigger: until interrupted). A failure inside a micro-batch is re-raised as
     it was raised (a SqlflowError stays one); the checkpoint lets the next run resume."""
     began = time.monotonic()
-    query, fn = start(ctx, plan, trigger=trigger, on_batch=on_batch, after_sink=after_sink)
+    query, fn = start(ctx, plan, trigger=trigger, on_batch=on_batch, after_sink=after_sink,
+                      after_state=after_state)
     try:
         query.awaitTermination()
     except KeyboardInterrupt:
