@@ -29,26 +29,31 @@ sqlflow:
 """
 
 
-# Two ad event sources and a dimension: the sources most compiler tests need.
-AD_SOURCES_YML = """\
+def ad_sources_yml(ods_schema: str = "ods", dim_schema: str = "dim") -> str:
+    """Two ad event sources (10 min lateness, 5 min future tolerance) and a dimension: the
+    sources most compiler and runtime tests need."""
+    return f"""\
 version: 2
 sources:
   - name: ods
-    schema: ods
+    schema: {ods_schema}
     tables:
       - name: imps
         meta:
-          sqlflow: {event_time: imp_ts, ingest_time: ingest_ts, allowed_lateness: 10 minutes, future_tolerance: 5 minutes}
+          sqlflow: {{event_time: imp_ts, ingest_time: ingest_ts, allowed_lateness: 10 minutes, future_tolerance: 5 minutes}}
       - name: clicks
         meta:
-          sqlflow: {event_time: click_ts, ingest_time: ingest_ts, allowed_lateness: 10 minutes, future_tolerance: 5 minutes}
+          sqlflow: {{event_time: click_ts, ingest_time: ingest_ts, allowed_lateness: 10 minutes, future_tolerance: 5 minutes}}
   - name: dim
-    schema: dim
+    schema: {dim_schema}
     tables:
       - name: dim_ad
         meta:
-          sqlflow: {partition_column: dt}
+          sqlflow: {{partition_column: dt}}
 """
+
+
+AD_SOURCES_YML = ad_sources_yml()
 
 
 def _write(root: Path, rel: str, text: str) -> None:

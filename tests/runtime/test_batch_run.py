@@ -11,7 +11,7 @@ from datetime import date, datetime, timedelta, timezone
 import pytest
 from click.testing import CliRunner
 
-from helpers import make_project
+from helpers import ad_sources_yml, make_project
 from sqlflow.cli import main
 from sqlflow.compiler import compile_project
 from sqlflow.context import Context
@@ -26,20 +26,7 @@ US = timedelta(microseconds=1)
 LATENESS, TOLERANCE, WINDOW = timedelta(minutes=10), timedelta(minutes=5), timedelta(minutes=20)
 DAY1 = datetime(2026, 11, 1, tzinfo=UTC)
 
-SOURCES = f"""
-version: 2
-sources:
-  - name: ods
-    schema: {ODS}
-    config:
-      meta:
-        sqlflow: {{ingest_time: ingest_ts, allowed_lateness: 10 minutes, future_tolerance: 5 minutes}}
-    tables:
-      - name: imps
-        config: {{meta: {{sqlflow: {{event_time: imp_ts}}}}}}
-      - name: clicks
-        config: {{meta: {{sqlflow: {{event_time: click_ts}}}}}}
-"""
+SOURCES = ad_sources_yml(ODS)
 HEAD = "{{ config(materialized='streaming_table', partition_by=['dt']) }}\n"
 MODELS = {
     "filtered.sql": HEAD + """

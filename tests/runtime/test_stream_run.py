@@ -14,7 +14,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from helpers import make_project
+from helpers import ad_sources_yml, make_project
 from sqlflow.compiler import compile_project
 from sqlflow.context import Context
 from sqlflow.errors import SqlflowError
@@ -104,20 +104,7 @@ def random_rows(seed, n=30):
 # --- a project per test: fresh sources, a batch schema and a stream schema ----------------------
 
 def sources_yml(ods):
-    return f"""
-version: 2
-sources:
-  - name: ods
-    schema: {ods}
-    config:
-      meta:
-        sqlflow: {{ingest_time: ingest_ts, allowed_lateness: 10 minutes, future_tolerance: 5 minutes}}
-    tables:
-      - name: imps
-        config: {{meta: {{sqlflow: {{event_time: imp_ts}}}}}}
-      - name: clicks
-        config: {{meta: {{sqlflow: {{event_time: click_ts}}}}}}
-"""
+    return ad_sources_yml(ods)
 
 
 def profiles(schema):
