@@ -80,6 +80,11 @@ def build_session(
         builder = builder.enableHiveSupport()
     try:
         spark = builder.getOrCreate()
+    except ImportError as exc:
+        raise SqlflowError(
+            f"the Spark Connect client is not installed ({exc.name or exc})",
+            hint="pip install -e '.[connect]'",
+        ) from exc
     except Exception as exc:  # JVM start failures surface as assorted Py4J/Runtime errors
         raise SqlflowError(
             f"Spark could not start for target `{target.name}`: {str(exc).splitlines()[0]}",
