@@ -6,7 +6,6 @@ project's own `.sqlflow/` state, so a test run and a demo run can share a checko
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest

@@ -6,6 +6,7 @@ separate Python process because this test process already owns a local SparkCont
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import socket
@@ -22,6 +23,7 @@ ROOT = Path(__file__).resolve().parents[1]
 SPARK_CLASS = Path(pyspark.__file__).parent / "bin" / "spark-class"
 
 JOB = r"""
+import json
 import sys
 from pathlib import Path
 from sqlflow.context import Context
@@ -31,10 +33,9 @@ spark = ctx.spark
 assert spark.sparkContext.master.startswith("spark://"), spark.sparkContext.master
 df = spark.range(0, 1000).selectExpr("id", "concat('live.room.gift.', id % 7) AS spmid")
 df.write.format("delta").mode("overwrite").saveAsTable("default.cluster_probe")
-row = spark.sql(
-    "SELECT count(*) AS n, count(DISTINCT spmid_department(spmid)) AS d FROM default.cluster_probe"
-).collect()[0]
-print(f"RESULT {row.n} {row.d}")
+# every row back, computed on the worker: id, spmid and the UDF's department
+back = spark.sql("SELECT id, spmid, spmid_department(spmid) AS dep FROM default.cluster_probe")
+print("RESULT", json.dumps(sorted([r.id, r.spmid, r.dep] for r in back.collect())))
 spark.stop()
 """
 
@@ -97,7 +98,9 @@ def test_cluster_target_runs_delta_and_udfs_on_a_real_worker(standalone_cluster,
     out = subprocess.run([sys.executable, "-c", JOB, str(project)], env=env,
                          capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-3000:]
-    result = [line for line in out.stdout.splitlines() if line.startswith("RESULT")]
-    assert result == ["RESULT 1000 1"], out.stdout[-2000:]
+    result = [line for line in out.stdout.splitlines() if line.startswith("RESULT ")]
+    assert len(result) == 1, out.stdout[-2000:]
+    expected = [[i, f"live.room.gift.{i % 7}", "live"] for i in range(1000)]
+    assert json.loads(result[0].removeprefix("RESULT ")) == expected
     # the table landed in the project's own state folder, not in the cwd
     assert (project / ".sqlflow" / "warehouse" / "cluster_probe" / "_delta_log").is_dir()

@@ -13,6 +13,7 @@ from typing import Any, Sequence
 
 from sqlflow.analyze import analyze
 from sqlflow.checks import check
+from sqlflow.config import column_list, micros
 from sqlflow.errors import Diagnostic, SqlflowError
 from sqlflow.ir import InputRel, ModelIR
 from sqlflow.plan import Mode, Plan
@@ -64,7 +65,7 @@ def compile_project(project_dir: Path, *, mode: Mode, select: Sequence[str] | No
         try:
             ir = analyze(rendered.sql, model=name, path=rendered.path, mode=mode,
                          inputs=_inputs(project, everything.models, result.irs, rendered, mode),
-                         locate=rendered.locate, partition_by=_as_tuple(rendered.config.partition_by))
+                         locate=rendered.locate, partition_by=column_list(rendered.config.partition_by))
         except SqlflowError as exc:
             parse_errors.extend(exc.diagnostics)
             continue
@@ -103,8 +104,8 @@ def _inputs(project: Project, models: dict[str, RenderedModel], irs: dict[str, M
                 streamable=streamable and streaming_model,
                 event_time=table.event_time if table else None,
                 ingest_time=table.ingest_time if table else None,
-                allowed_lateness_us=_us(table.allowed_lateness) if table else 0,
-                future_tolerance_us=_us(table.future_tolerance) if table else 0,
+                allowed_lateness_us=micros(table.allowed_lateness) if table else 0,
+                future_tolerance_us=micros(table.future_tolerance) if table else 0,
                 partition_by=(table.partition_column,) if table and table.partition_column else (),
                 columns=tuple(c.name for c in table.columns) if table else ())
         else:
@@ -120,7 +121,7 @@ def _inputs(project: Project, models: dict[str, RenderedModel], irs: dict[str, M
                 or (ir.event_time if ir else None),
                 ingest_time=lateness[0], allowed_lateness_us=lateness[1],
                 future_tolerance_us=lateness[2],
-                partition_by=_as_tuple(upstream.config.partition_by) if upstream else (),
+                partition_by=column_list(upstream.config.partition_by) if upstream else (),
                 columns=tuple(o.name for o in ir.outputs) if ir and ir.outputs_complete else ())
     return out
 
@@ -172,15 +173,3 @@ def _offline_target():
     from sqlflow.profiles import Target
 
     return Target(name="local", type="spark", method="session", schema="dw")
-
-
-def _us(delta) -> int:
-    from datetime import timedelta
-
-    return int(delta / timedelta(microseconds=1))
-
-
-def _as_tuple(value: Any) -> tuple[str, ...]:
-    if value is None:
-        return ()
-    return (value,) if isinstance(value, str) else tuple(value)

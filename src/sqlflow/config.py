@@ -57,6 +57,18 @@ def parse_duration(value: Any) -> timedelta:
     return _UNITS[unit] * amount
 
 
+def micros(delta: timedelta) -> int:
+    """A duration in whole microseconds, the unit every time bound in a plan uses."""
+    return delta // timedelta(microseconds=1)
+
+
+def column_list(value: Any) -> tuple[str, ...]:
+    """A `partition_by`-style config value (None, a column, or a list) as a tuple of columns."""
+    if value is None:
+        return ()
+    return (value,) if isinstance(value, str) else tuple(value)
+
+
 def parse_size(value: Any) -> int:
     """'128MB', '1 GiB', '512k' or a byte count as bytes."""
     if isinstance(value, int) and not isinstance(value, bool):

@@ -78,6 +78,7 @@ def parse_with_tokens(
         statements = [s for s in dialect.parser().parse(tokens, sql) if s is not None]
     except (ParseError, TokenError) as err:
         raise _syntax_error(err, path, locate) from None
+    _refuse_stray_commas(tokens, path, locate)
     if len(statements) != 1:
         raise SqlflowError(
             f"a model must be exactly one SELECT statement, found {len(statements)}",
@@ -85,6 +86,22 @@ def parse_with_tokens(
             hint="remove the extra statements (move setup into a pre-hook or a macro)",
         )
     return statements[0], tokens
+
+
+# sqlglot drops a doubled or trailing comma (`a,, b`, `a, FROM`); Spark refuses both, so the
+# plan would silently differ from the SQL the analyst wrote and dbt runs.
+_NOT_AFTER_COMMA = {TokenType.COMMA, TokenType.FROM, TokenType.R_PAREN, TokenType.WHERE,
+                    TokenType.GROUP_BY, TokenType.ORDER_BY, TokenType.SEMICOLON}
+
+
+def _refuse_stray_commas(tokens: list[Token], path: str,
+                         locate: t.Callable[[int, int], Location] | None) -> None:
+    for comma, after in zip(tokens, tokens[1:] + [None]):
+        if comma.token_type == TokenType.COMMA and (after is None or after.token_type in _NOT_AFTER_COMMA):
+            where = locate(comma.line, comma.col) if locate else Location(path, comma.line, comma.col)
+            follow = f"before `{after.text}`" if after is not None else "at the end"
+            raise SqlflowError(f"SQL syntax error: stray comma {follow}", location=where,
+                               hint="remove the comma, or add the missing expression after it")
 
 
 def _syntax_error(

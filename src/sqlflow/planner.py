@@ -8,6 +8,7 @@ from typing import Any
 
 from sqlglot import exp
 
+from sqlflow.config import column_list, micros
 from sqlflow.ir import InputRel, ModelIR
 from sqlflow.plan import (
     STATE_DIR, BatchPlan, Mode, Plan, PruneRange, Sink, SourceBinding, StreamPlan, Watermark,
@@ -15,10 +16,6 @@ from sqlflow.plan import (
 )
 
 DEFAULT_TRIGGER = "10 seconds"
-
-
-def _us(delta: timedelta) -> int:
-    return int(delta / timedelta(microseconds=1))
 
 
 def build_plan(rendered: Any, ir: ModelIR, mode: Mode, *, warnings: tuple[str, ...] = ()) -> Plan:
@@ -29,7 +26,7 @@ def build_plan(rendered: Any, ir: ModelIR, mode: Mode, *, warnings: tuple[str, .
     """
     config = rendered.config
     table = str(rendered.relation)
-    partition_by = tuple(_as_list(config.partition_by))
+    partition_by = column_list(config.partition_by)
     quarantine = quarantine_table(table, config.quarantine)
     if mode == "stream" and config.materialized == "streaming_table":
         return _stream_plan(rendered, ir, table, partition_by, quarantine, warnings)
@@ -62,7 +59,7 @@ def _stream_plan(rendered: Any, ir: ModelIR, table: str, partition_by: tuple[str
     streams = streams_of(ir)
     strategy = config.stream_strategy
     if strategy == "stateful":
-        delay = _us(config.skew_margin)
+        delay = micros(config.skew_margin)
         bindings = {
             s.relation: SourceBinding(
                 **_base(s, "stream"), view=view_name("stream", s.relation),
@@ -161,10 +158,6 @@ def _trigger(value: Any) -> str:
     return str(value)
 
 
-def _as_list(value: Any) -> list[str]:
-    if value is None:
-        return []
-    return [value] if isinstance(value, str) else list(value)
 
 
 # --- backfill ranges ------------------------------------------------------------------------------

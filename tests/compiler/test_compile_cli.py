@@ -86,3 +86,14 @@ def test_unknown_ref_is_one_line_with_location(tmp_path):
     assert res.exit_code == 1
     assert res.stderr.startswith("models/m.sql:1")
     assert "missing_model" in res.stderr and "Traceback" not in res.output
+
+
+def test_stray_commas_sqlglot_would_drop_are_syntax_errors(tmp_path):
+    # sqlglot parses `a,, b` and `b, FROM` leniently; Spark (and so dbt) refuses them
+    root = project(tmp_path, m="{{ config(materialized='table') }}\nSELECT a,, b\nFROM t\n",
+                   n="{{ config(materialized='table') }}\nSELECT a,\n  b,\nFROM t\n")
+    res = run(root, "--mode", "batch")
+    assert res.exit_code == 1
+    lines = res.stderr.splitlines()
+    assert lines[0].startswith("models/m.sql:2:9: error: SQL syntax error: stray comma before `,`")
+    assert lines[1].startswith("models/n.sql:3:4: error: SQL syntax error: stray comma before `FROM`")

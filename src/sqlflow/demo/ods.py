@@ -10,11 +10,12 @@ time (a landing table is partitioned by arrival, not by event time), and the def
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import date, timedelta
+from datetime import date
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from sqlflow.config import micros
 from sqlflow.demo import scenario as S
 from sqlflow.demo.noise import choice, index, normal, truncated_exponential, uniform, weighted, zipf_rank
 
@@ -30,8 +31,6 @@ EVENT_COLUMNS = ("event_id", "user_id", "spmid", "event_type", "product", "event
                  "payload", "dt", "hour")
 
 
-def micros(td: timedelta) -> int:
-    return td // timedelta(microseconds=1)
 
 
 @dataclass(frozen=True)

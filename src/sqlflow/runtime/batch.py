@@ -107,8 +107,9 @@ def run_batch(ctx, plan: BatchPlan, *, start: date | None = None, end: date | No
         dates = None  # a table or view is rebuilt whole; a range does not apply
     began = time.monotonic()
     _check_plan(spark, plan)
+    cached: list[DataFrame] = []
     try:
-        reads, quarantined = _bind_inputs(spark, plan, dates)
+        reads, quarantined = _bind_inputs(spark, plan, dates, cached)
         q_result = _write_quarantine(spark, plan, quarantined, dates) if quarantined else None
         sink = _write_sink(spark, plan, dates)
     except SqlflowError:
@@ -123,6 +124,8 @@ def run_batch(ctx, plan: BatchPlan, *, start: date | None = None, end: date | No
         for b in plan.sources:
             if b.view:
                 spark.catalog.dropTempView(b.view)
+        for rows in cached:
+            rows.unpersist()
     counts = _count_quarantine(spark, plan.quarantine, dates) if q_result else ()
     return RunResult(plan.model, dates, reads, sink, q_result, counts, time.monotonic() - began)
 
@@ -155,8 +158,12 @@ def _check_plan(spark: SparkSession, plan: BatchPlan) -> None:
         raise SqlflowError(f"model `{plan.model}`: input table `{b.relation}` does not exist; {hint}")
 
 
-def _bind_inputs(spark: SparkSession, plan: BatchPlan, dates: DateRange | None):
-    """Register each clean view; return the reads and the quarantine rows of every input."""
+def _bind_inputs(spark: SparkSession, plan: BatchPlan, dates: DateRange | None,
+                 cached: list[DataFrame]):
+    """Register each clean view; return the reads and the quarantine rows of every input.
+
+    Each event input is read once: its rows are cached (appended to `cached`, which the caller
+    unpersists) because both the quarantine write and the model SQL consume them."""
     reads, quarantined = [], []
     for b in plan.sources:
         version = table_version(spark, b.relation)
@@ -168,6 +175,8 @@ def _bind_inputs(spark: SparkSession, plan: BatchPlan, dates: DateRange | None):
         if dates is not None and plan.backfill_margin_us is not None:
             low, high = _event_bounds(dates, plan.backfill_margin_us)
             rows = rows.where(Q.in_dates(times, low, high))
+        rows = rows.persist()
+        cached.append(rows)
         origin = f"{b.relation}@v{version}" if version is not None else b.relation
         split = Q.split(rows, b, model=plan.model, origin=origin)
         split.clean.createOrReplaceTempView(b.view)
