@@ -6,43 +6,14 @@ A user mistake (SqlflowError) prints one red line per problem with a hint and ex
 
 from __future__ import annotations
 
-import functools
 import sys
 from pathlib import Path
 
 import click
-from rich.console import Console
 
-from sqlflow.context import Context
+from sqlflow.cli_support import console, context, err_console, error_handler, escape, parse_vars
+from sqlflow.commands import COMMANDS
 from sqlflow.errors import SqlflowError
-
-console = Console(highlight=False)
-err_console = Console(stderr=True, highlight=False)
-
-
-def error_handler(fn):
-    """Turn known errors into red lines and exit 1; let --debug show the traceback."""
-
-    @functools.wraps(fn)
-    def wrapper(*args, **kwargs):
-        ctx = click.get_current_context()
-        debug = bool(ctx.find_root().params.get("debug"))
-        try:
-            return fn(*args, **kwargs)
-        except SqlflowError as exc:
-            if debug:
-                raise
-            for diag in exc.diagnostics:
-                err_console.print(f"[red]{_escape(diag.format())}[/red]", soft_wrap=True)
-            sys.exit(1)
-
-    return wrapper
-
-
-def _escape(text: str) -> str:
-    from rich.markup import escape
-
-    return escape(text)
 
 
 @click.group()
@@ -55,14 +26,6 @@ def _escape(text: str) -> str:
 def main(ctx: click.Context, project_dir: Path | None, target: str | None, debug: bool) -> None:
     """sqlflow: dbt-style SQL models compiled to Spark streaming or backfill plans."""
     ctx.obj = {"project_dir": project_dir, "target": target}
-
-
-def context() -> Context:
-    """The Context for the running command, discovered once from the root options."""
-    obj = click.get_current_context().find_root().obj
-    if "context" not in obj:
-        obj["context"] = Context.discover(obj["project_dir"], obj["target"])
-    return obj["context"]
 
 
 @main.group(invoke_without_command=True)
@@ -93,21 +56,6 @@ def demo_generate(rows: int | None, seed: int | None, days: int | None) -> None:
     generate_demo(context(), console, rows=rows, seed=seed, days=days)
 
 
-def _parse_vars(text: str | None) -> dict:
-    if not text:
-        return {}
-    import yaml
-
-    try:
-        value = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise SqlflowError(f"--vars is not valid YAML: {exc}",
-                           hint="""pass a mapping, e.g. --vars '{"start": "2026-11-01"}'""") from None
-    if not isinstance(value, dict):
-        raise SqlflowError("--vars must be a mapping", hint="""e.g. --vars '{"days": 2}'""")
-    return value
-
-
 @main.command("compile")
 @click.option("--mode", type=click.Choice(["stream", "batch"]), required=True,
               help="stream: Structured Streaming plans; batch: backfill plans.")
@@ -122,14 +70,14 @@ def compile_cmd(mode: str, select: tuple[str, ...], fmt: str, vars_text: str | N
 
     ctx = context()
     result = compile_project(ctx.project_dir, mode=mode, select=list(select) or None,
-                             target=ctx.target, vars=_parse_vars(vars_text))
+                             target=ctx.target, vars=parse_vars(vars_text))
     for diag in result.warnings:
-        err_console.print(f"[yellow]{_escape(diag.format())}[/yellow]", soft_wrap=True)
+        err_console.print(f"[yellow]{escape(diag.format())}[/yellow]", soft_wrap=True)
     result.raise_if_errors()
     written = write_artifacts(result, ctx.project_dir)
     for name, plan in result.plans.items():
         text = plan_sql_text(plan) if fmt == "sql" else plan_json_text(plan, result.irs.get(name))
-        console.print(_escape(text), end="" if text.endswith("\n") else "\n", soft_wrap=True)
+        console.print(escape(text), end="" if text.endswith("\n") else "\n", soft_wrap=True)
     err_console.print(f"compiled {len(result.plans)} model(s) in {mode} mode; "
                       f"wrote {len(written)} files to target/sqlflow/{mode}/")
 
@@ -167,12 +115,12 @@ def run_cmd(mode: str, trigger: str | None, start, end, select: tuple[str, ...],
                            hint="a stream run processes whatever its inputs hold")
     if mode == "batch" and trigger:
         raise SqlflowError("--trigger applies to --mode stream only")
-    plans = plans_for_run(ctx, mode, err_console, select=select, vars=_parse_vars(vars_text))
+    plans = plans_for_run(ctx, mode, err_console, select=select, vars=parse_vars(vars_text))
     if mode == "stream":
         from sqlflow.runtime.stream import run_streams
 
         run_streams(ctx, plans, trigger=trigger, print_line=lambda line: console.print(
-            _escape(line), soft_wrap=True), print_table=console.print)
+            escape(line), soft_wrap=True), print_table=console.print)
     else:
         run_batch_plans(ctx, plans, console, start=first, end=last)
 
@@ -189,6 +137,10 @@ def dbt_cmd(dbt_args: tuple[str, ...]) -> None:
 
     ok = run_dbt(context(), list(dbt_args))
     sys.exit(0 if ok else 1)
+
+
+for _command in COMMANDS:
+    main.add_command(_command)
 
 
 if __name__ == "__main__":  # pragma: no cover
