@@ -12,6 +12,9 @@
                    "dt between '{{ var('start') }}' and '{{ var('end') }}'": every partition
                    matching it is replaced, also those the query no longer produces rows for,
                    and Delta rejects the write if a row falls outside it.
+
+  Rows of event sources that are late, future or have no valid event time go to
+  `<model>__quarantine` instead of the table, by sqlflow's rule (streaming_table_quarantine.sql).
 --#}
 {% materialization streaming_table, adapter='spark', supported_languages=['sql'] -%}
   {#-- Validate first, so a misconfigured model runs no SQL at all --#}
@@ -29,6 +32,10 @@
 
   {{ run_hooks(pre_hooks) }}
 
+  {#-- Late, future and malformed input rows to <model>__quarantine; the query reads the
+       clean views (streaming_table_quarantine.sql) --#}
+  {%- set clean_views = sqlflow_prepare_quarantine(target_relation) -%}
+
   {%- if existing_relation is none or full_refresh or not existing_relation.is_delta -%}
     {#-- CREATE OR REPLACE keeps a Delta table readable (and its history) while it is
          rebuilt; anything else in the way (a view, a parquet table) must go first --#}
@@ -45,6 +52,8 @@
     {%- endcall -%}
     {% do sqlflow_overwrite_partitions(tmp_relation, target_relation, replace_where) %}
   {%- endif -%}
+
+  {% do sqlflow_drop_clean_views(clean_views) %}
 
   {% set should_revoke = should_revoke(existing_relation, full_refresh_mode=full_refresh) %}
   {% do apply_grants(target_relation, grant_config, should_revoke) %}
