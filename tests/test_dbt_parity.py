@@ -11,6 +11,7 @@ compiling the copy, so models added to the project are compared without editing 
 
 from __future__ import annotations
 
+import os
 import shutil
 from collections import Counter
 from pathlib import Path
@@ -69,6 +70,7 @@ def tables_of(spark, schema: str) -> set[str]:
 @pytest.fixture(scope="module")
 def built(spark, tmp_path_factory):
     """Generate the demo data once, then build the project with sqlflow and with dbt."""
+    os.environ.setdefault("DBT_SEND_ANONYMOUS_USAGE_STATS", "false")
     project = copy_project(tmp_path_factory.mktemp("parity"))
     for schema in (SF, DBT):
         spark.sql(f"DROP DATABASE IF EXISTS {schema} CASCADE")
