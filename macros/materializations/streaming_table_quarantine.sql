@@ -9,8 +9,9 @@
   | `late`            | event_time < ingest_time - allowed_lateness (microseconds)     |
   | `future`          | event_time > ingest_time + future_tolerance (microseconds)     |
 
-  How: in a `streaming_table` model, `source()` of an event source (one whose yml declares
-  `meta: sqlflow: event_time: ...`) renders to a temporary view of the source's CLEAN rows,
+  How: in a `streaming_table` model run by `dbt run`/`build`/`retry`, `source()` of an event
+  source (one whose yml declares `meta: sqlflow: event_time: ...`) renders to a temporary view
+  of the source's CLEAN rows,
   `<model>__sqlflow_clean__<schema>__<table>`; the materialization creates those views and
   writes every rejected row to `<model>__quarantine` before it runs the model's query. Other
   materializations, and `sqlflow`'s own renderer, get the plain relation.
@@ -21,10 +22,18 @@
 
 {% macro source(source_name, table_name) %}
   {%- set relation = builtins.source(source_name, table_name) -%}
-  {%- if execute and sqlflow_in_streaming_table() and sqlflow_event_semantics(source_name, table_name) -%}
+  {%- if execute and sqlflow_runs_materializations() and sqlflow_in_streaming_table()
+         and sqlflow_event_semantics(source_name, table_name) -%}
     {% do return(sqlflow_clean_view(relation)) %}
   {%- endif -%}
   {% do return(relation) %}
+{% endmacro %}
+
+
+{% macro sqlflow_runs_materializations() %}
+  {#-- The clean views exist only while a materialization runs: `dbt compile` and `dbt show`
+       render the plain relation, so their SQL runs on its own (and equals sqlflow's). --#}
+  {% do return(flags.WHICH in ('run', 'build', 'retry')) %}
 {% endmacro %}
 
 
