@@ -64,7 +64,9 @@ def table_rows(spark, table: str) -> tuple[tuple[str, ...], Counter]:
 
 
 def tables_of(spark, schema: str) -> set[str]:
-    return {t.name for t in spark.catalog.listTables(schema) if not t.isTemporary}
+    """Tables and views of `schema`; `__sqlflow*` runtime internals are not model outputs."""
+    return {t.name for t in spark.catalog.listTables(schema)
+            if not t.isTemporary and not t.name.startswith("__sqlflow")}
 
 
 @pytest.fixture(scope="module")
