@@ -91,9 +91,12 @@
 {% macro sqlflow_quarantine_inputs() %}
   {#-- Every event source this model reads: the relation, its clean view and its rule. --#}
   {%- set inputs = [] -%}
+  {%- set seen = [] -%}
   {%- for pair in model.sources -%}
     {%- set semantics = sqlflow_event_semantics(pair[0], pair[1]) -%}
-    {%- if semantics -%}
+    {#-- a source read twice is one input: its rows are quarantined once --#}
+    {%- if semantics and (pair[0] ~ '.' ~ pair[1]) not in seen -%}
+      {%- do seen.append(pair[0] ~ '.' ~ pair[1]) -%}
       {%- set relation = builtins.source(pair[0], pair[1]) -%}
       {%- do inputs.append({
             'relation': relation,
