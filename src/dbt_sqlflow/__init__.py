@@ -56,7 +56,7 @@ def register(project_dir: Path, target_name: str, server_side_parameters: dict) 
     from sqlflow.udfs import register_udfs
 
     if "spark.remote" in server_side_parameters:
-        return  # Spark Connect sessions cannot register Python UDFs for other clients
+        return  # Spark Connect targets are not handled yet: use `sqlflow dbt ...` there
     active = SparkSession.getActiveSession()
     if active is not None:  # `sqlflow dbt`, or dbt invoked in-process by a test
         register_udfs(active, project_dir)
