@@ -21,11 +21,13 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
+from pyspark.sql import functions as F
 
 from helpers import make_project
 from sqlflow.compiler import compile_project
 from sqlflow.context import Context
 from sqlflow.runtime import commitlog
+from sqlflow.runtime.compaction import compact
 from sqlflow.runtime.routing import last_report, run_routed_batch, run_routed_stream
 
 pytestmark = pytest.mark.spark
@@ -242,8 +244,24 @@ def test_no_commit_while_a_target_of_the_hour_is_unwritten(spark, setup, hook, t
         assert (Path(location) / "dt=2026-11-01" / "hour=10" / "_SUCCESS").exists()
     got = {r["event_id"] for r in spark.table(plan.targets[live].sink.table).collect()}
     assert got == {"e1", "e3"}
-    run_routed_stream(s.stream, plan)  # restart, nothing new: no second notification
+    append(spark, f"{s.ods}.events", [event(6, "music", at(11, 30), at(11, 31))])
+    run_routed_stream(s.stream, plan)  # restart: hour 11 stays open, no second notification
     assert dict(hook.posts) == {"dt=2026-11-01/hour=10": 1}
+    # compaction rewrites committed partitions only: live's hour 10 (two files, one per
+    # batch) becomes one file; music's open hour 11 keeps its two files
+    live_t, music_t = (plan.targets[[t.model for t in plan.targets].index(m)].sink.table
+                       for m in ("r_live", "r_music"))
+    assert files_of(spark, live_t, "10") == 2 and files_of(spark, music_t, "11") == 2
+    done = compact(spark, live_t)
+    assert (done.partitions, done.files_removed, done.files_added) == (1, 2, 1)
+    compact(spark, music_t)
+    assert files_of(spark, live_t, "10") == 1 and files_of(spark, music_t, "11") == 2
+    assert {r["event_id"] for r in spark.table(live_t).collect()} == {"e1", "e3"}
+
+
+def files_of(spark, table, hour):
+    return spark.table(table).where(f"hour = '{hour}'").selectExpr(
+        "count(DISTINCT input_file_name())").collect()[0][0]
 
 
 def test_backfill_reads_once_stays_in_budget_and_commits_what_it_wrote(spark, setup):
@@ -268,8 +286,7 @@ def test_backfill_reads_once_stays_in_budget_and_commits_what_it_wrote(spark, se
         table = spark.table(t.table)
         files = {r["k"]: r["n"] for r in table.selectExpr(
             "concat('dt=', dt, '/hour=', hour, '/event_type=', event_type, '/product=', product) AS k",
-            "input_file_name() AS f").groupBy("k").agg({"f": "count_distinct"})
-            .withColumnRenamed("count(DISTINCT f)", "n").collect()}
+            "input_file_name() AS f").groupBy("k").agg(F.countDistinct("f").alias("n")).collect()}
         rows_per = Counter(r["k"] for r in table.selectExpr(
             "concat('dt=', dt, '/hour=', hour, '/event_type=', event_type, '/product=', product) AS k").collect())
         for p in t.partitions:

@@ -40,7 +40,6 @@ from sqlflow.runtime.commitlog import Entry
 from sqlflow.runtime.sinks import BatchId, quote
 
 NOTIFIED = "notified"
-_EPOCH = datetime(1970, 1, 1)
 
 
 def hour_spec(plan: RoutedPlan, day: str, hour: str) -> str:
@@ -143,9 +142,14 @@ def notify(plan: RoutedPlan, spec: str, run_id: str) -> None:
                                hint="fix the command and run again; it fires on the next run")
 
 
+_LOCATIONS: dict[str, str] = {}
+
+
 def write_marker(spark: SparkSession, table: str, spec: str) -> None:
     """An empty `_SUCCESS` file in the partition's directory (created when it has no files)."""
-    location = spark.sql(f"DESCRIBE DETAIL {quote(table)}").collect()[0]["location"].rstrip("/")
+    if table not in _LOCATIONS:
+        _LOCATIONS[table] = spark.sql(f"DESCRIBE DETAIL {quote(table)}").collect()[0]["location"]
+    location = _LOCATIONS[table].rstrip("/")
     jvm = spark.sparkContext._jvm
     path = jvm.org.apache.hadoop.fs.Path(f"{location}/{spec}/_SUCCESS")
     fs = path.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())

@@ -162,6 +162,7 @@ class RouteBatch:
         self.reports: list[RouteReport] = []
         self.error: BaseException | None = None
         self._targets: _Targets | None = None
+        self._state: tuple[int | None, set[str], set[str]] | None = None  # watermark, hours, committed
 
     def __call__(self, df: DataFrame, batch_id: int) -> None:
         try:
@@ -180,12 +181,10 @@ class RouteBatch:
         try:
             split = Q.split(df, b, model=plan.model, origin=f"batch {batch_id}")
             split.clean.createOrReplaceTempView(b.view)
-            rows_in = df.count()
-            quarantined = split.quarantine.count()
+            rows_in, quarantined, frontier = _measure(df, b)
             if quarantined:
                 write(spark, Sink(plan.quarantine, "append_once", Q.PARTITION_BY), split.quarantine,
                       batch=BatchId(f"{app}__quarantine", batch_id))
-            frontier = _frontier(split.clean, b, df)
             writes, hours = [], set()
             for k, t in enumerate(plan.targets):
                 target_batch = BatchId(f"{app}::{t.model}", batch_id)
@@ -199,10 +198,16 @@ class RouteBatch:
                 if self.between_targets:
                     self.between_targets(k, batch_id)
             _record_progress(spark, plan, app, batch_id, frontier, hours)
-            watermark, seen = _progress(spark, plan)
-            todo = PC.closed(plan, seen - PC.committed_hours(spark, plan), watermark, _zone(spark))
+            if self._state is None:  # read once per query start, then kept up to date here
+                self._state = (*_progress(spark, plan), PC.committed_hours(spark, plan))
+            watermark, seen, done = self._state
+            if frontier is not None:
+                watermark = frontier if watermark is None else max(watermark, frontier)
+            seen = seen | hours
+            todo = PC.closed(plan, seen - done, watermark, _zone(spark))
             fired = PC.commit(spark, plan, todo, mode="stream", run_id=app,
                               batch=BatchId(app, batch_id), inputs={"watermark_us": watermark})
+            self._state = (watermark, seen, done | set(todo))
         finally:
             df.unpersist()
             spark.catalog.dropTempView(b.view)
@@ -213,15 +218,17 @@ class RouteBatch:
             self.on_batch(report)
 
 
-def _frontier(clean: DataFrame, b, df: DataFrame) -> int | None:
-    """This batch's contribution to the watermark (see partition_commit): the largest clean
-    ingest time, or without an ingest column the largest event time minus allowed lateness."""
-    times = Q.event_times(clean, b, model="")
-    names = {c.lower() for c in df.columns}
-    if b.ingest_time and b.ingest_time.lower() in names:
-        return clean.agg(F.max(F.unix_micros(times.ingest))).collect()[0][0]
-    top = clean.agg(F.max(F.unix_micros(times.event))).collect()[0][0]
-    return None if top is None else top - b.allowed_lateness_us
+def _measure(df: DataFrame, b) -> tuple[int, int, int | None]:
+    """Rows, quarantined rows and this batch's contribution to the watermark (see
+    partition_commit: the largest clean ingest time, or without an ingest column the largest
+    clean event time minus allowed lateness), in one pass over the cached batch."""
+    times = Q.event_times(df, b, model="")
+    clean = Q.reason_of(times, b).isNull()
+    has_ingest = bool(b.ingest_time) and b.ingest_time.lower() in {c.lower() for c in df.columns}
+    edge = F.unix_micros(times.ingest) if has_ingest else \
+        F.unix_micros(times.event) - F.lit(b.allowed_lateness_us)
+    row = df.agg(F.count(F.lit(1)), F.count_if(~clean), F.max(F.when(clean, edge))).collect()[0]
+    return row[0], row[1], row[2]
 
 
 def _record_progress(spark: SparkSession, plan: RoutedPlan, app: str, batch_id: int,
