@@ -99,10 +99,10 @@ def scans(spark, table: str, after: int) -> tuple[int, int, int]:
         eid = ex.executionId()
         if eid <= after:
             continue
-        values = conv.asJava(store.executionMetrics(eid))
+        values = {int(k): str(v) for k, v in dict(conv.asJava(store.executionMetrics(eid))).items()}
         seen = False
         for node in conv.asJava(store.planGraph(eid).allNodes()):
-            if not (node.name().startswith("Scan") and table in node.desc()):
+            if not (node.name().startswith("Scan") and table in node.name() + node.desc()):
                 continue
             for metric in conv.asJava(node.metrics()):
                 value = values.get(metric.accumulatorId())

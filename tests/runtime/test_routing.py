@@ -126,7 +126,7 @@ def event(k, dept, ts, ingest, etype="pv", product="app"):
     return (f"e{k}", f"{dept}.page.mod.{k % 3}" if dept else "broken", etype, product, ts, ingest)
 
 
-def random_events(seed, n=48):
+def random_events(seed, n=40):
     """Three hours of events over three departments (plus malformed spmids), ingest up to 6
     min early (some future) to 12 min late (some late), tags with NULLs."""
     rnd = random.Random(seed)
@@ -173,7 +173,7 @@ def test_stream_with_a_crash_between_targets_equals_the_batch_plan(spark, setup,
     rnd.shuffle(shuffled)
     chunks = []
     while shuffled:
-        n = rnd.randint(8, 16)
+        n = rnd.randint(9, 14)
         chunks.append(shuffled[:n])
         shuffled = shuffled[n:]
     plan = s.stream_plan  # one micro-batch per run: every run is a restart of the query
@@ -186,8 +186,7 @@ def test_stream_with_a_crash_between_targets_equals_the_batch_plan(spark, setup,
 
     runs = 0
     while chunks:
-        n = rnd.randint(1, 2)
-        group, chunks = chunks[:n], chunks[n:]
+        group, chunks = chunks[:1], chunks[1:]
         for chunk in group:
             append(spark, f"{s.ods}.events", chunk)
         try:
@@ -261,7 +260,7 @@ def test_no_commit_while_a_target_of_the_hour_is_unwritten(spark, setup, hook, t
 
 def files_of(spark, table, hour):
     return spark.table(table).where(f"hour = '{hour}'").selectExpr(
-        "count(DISTINCT input_file_name())").collect()[0][0]
+        "input_file_name() AS f").distinct().count()
 
 
 def test_backfill_reads_once_stays_in_budget_and_commits_what_it_wrote(spark, setup):
