@@ -9,7 +9,7 @@ from sqlflow.cli_support import console, context, err_console, error_handler, es
 
 @click.command("compact")
 @click.option("--select", "-s", "select", multiple=True, required=True,
-              help="Models or routed groups to compact: name, +name, tag:x, path:dir.")
+              help="Models to compact (a routed group by its members: path:models/routed): name, tag:x, path:dir.")
 @click.option("--where", default=None,
               help="Narrow to partitions matching this predicate on partition columns, "
                    "e.g. \"dt >= '2026-11-01'\".")
