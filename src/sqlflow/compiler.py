@@ -81,6 +81,9 @@ def compile_project(project_dir: Path, *, mode: Mode, select: Sequence[str] | No
             rendered, ir, mode, warnings=tuple(d.format() for d in findings if d.severity == "warning"))
     if parse_errors:
         raise SqlflowError(diagnostics=parse_errors)
+    from sqlflow.fusion import fuse_routes
+
+    fuse_routes(result)  # routed siblings -> one RoutedPlan with one read (DESIGN 3)
     return result
 
 

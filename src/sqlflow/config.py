@@ -152,6 +152,7 @@ class ModelConfig(BaseModel):
     max_files_per_partition: int | None = Field(default=None, gt=0)
     target_file_size: ByteSize | None = None
     backfill_partition: StrOrList | None = None
+    routing: dict[str, Any] | None = None  # fan-out routing group (sqlflow.fusion.RoutingConfig)
 
     @property
     def schema_name(self) -> str | None:

@@ -189,3 +189,66 @@ def bind_relations(tree: exp.Expression, views: dict[str, str]) -> exp.Expressio
 def _table_key(table: exp.Table) -> str:
     parts = [p for p in (table.db, table.name) if p]
     return ".".join(parts).lower()
+
+
+# --- fan-out fusion: one read, many targets (DESIGN 2.4, 3) ---------------------------------------
+
+@dataclass(frozen=True)
+class RouteTarget:
+    """One member model of a routed group: its SQL over the group's one input view, its sink
+    and its file budget (`target_file_size` bytes per file, at most `max_files` per partition)."""
+
+    model: str
+    path: str
+    sql: str
+    sink: Sink
+    target_file_size: int
+    max_files: int | None = None
+
+
+@dataclass(frozen=True)
+class RouteCommit:
+    """When and how a routed group commits an output partition `(date_column, hour_column)`
+    (DESIGN 2.5): once the input's ingest frontier passes hour end + `allowed_lateness_us`."""
+
+    date_column: str
+    hour_column: str
+    allowed_lateness_us: int
+    success_marker: bool = True
+    notify_url: str | None = None
+    notify_command: str | None = None
+
+
+@dataclass(frozen=True)
+class RoutedPlan:
+    """Sibling models that only filter/project the same parent, fused into ONE read.
+
+    `model` is the group's name. In stream mode one query with one checkpoint writes every
+    target each micro-batch; in batch mode the input is read (and quarantined) once, cached,
+    and every target's SQL runs over it. `dbt run` still builds each member as its own model.
+    """
+
+    model: str
+    path: str
+    materialized: str
+    mode: Mode
+    strategy: str
+    sources: tuple[SourceBinding, ...]
+    targets: tuple[RouteTarget, ...]
+    quarantine: str
+    commit: RouteCommit
+    bytes_per_row: int
+    trigger: str = "available-now"
+    checkpoint: str | None = None
+    event_time: str | None = None
+    warnings: tuple[str, ...] = ()
+    padding_sql: tuple[str, ...] = ()
+
+    @property
+    def sql(self) -> str:
+        """Every target's statement, each headed by its model and table."""
+        return ";\n".join(f"-- target {t.model} -> {t.sink.table}\n{t.sql.rstrip()}"
+                          for t in self.targets)
+
+    def to_dict(self) -> dict[str, Any]:
+        return _to_dict(self)

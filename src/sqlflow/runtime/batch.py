@@ -29,7 +29,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import DateType, StringType, TimestampNTZType, TimestampType
 
 from sqlflow.errors import Location, SqlflowError
-from sqlflow.plan import BatchPlan, Sink
+from sqlflow.plan import BatchPlan, RoutedPlan, Sink
 from sqlflow.runtime import quarantine as Q
 from sqlflow.runtime.sinks import WriteResult, quote, table_version, write
 
@@ -139,6 +139,10 @@ def run_models(ctx, plans: Sequence[BatchPlan], *, start: date | None = None,
     """
     DateRange.of(start, end)  # refuse a bad range before any model runs
     for plan in plans:
+        if isinstance(plan, RoutedPlan):  # fan-out fusion: one read for every target
+            from sqlflow.runtime.routing import run_routed_batch
+            yield from run_routed_batch(ctx, plan, start=start, end=end)
+            continue
         yield run_batch(ctx, plan, start=start, end=end)
 
 

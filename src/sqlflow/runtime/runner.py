@@ -41,6 +41,10 @@ def run_batch_plans(ctx: Context, plans: Sequence[Plan], out: Console, *,
     finally:
         not_run = [p.model for p in plans[len(done) + 1:]] if len(done) < len(plans) else []
         out.print(summary_table(done, dates, not_run))
+        routed = [p.model for p in plans if type(p).__name__ == "RoutedPlan"]
+        if routed:
+            from sqlflow.runtime.routing import files_table, last_report
+            out.print(files_table([last_report[g] for g in routed if g in last_report]))
     return done
 
 

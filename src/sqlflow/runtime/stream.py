@@ -28,7 +28,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from sqlflow.errors import Location, SqlflowError
-from sqlflow.plan import StreamPlan
+from sqlflow.plan import RoutedPlan, StreamPlan
 from sqlflow.runtime import state
 from sqlflow.runtime.microbatch import SIDE, BatchReport, MicroBatch, side_column
 
@@ -76,6 +76,9 @@ def start(ctx, plan: StreamPlan, *, trigger: str = AVAILABLE_NOW,
           after_sink: Callable[[int], None] | None = None,
           after_state: Callable[[int], None] | None = None):
     """Start the model's query; returns `(query, microbatch)`."""
+    if isinstance(plan, RoutedPlan):  # fan-out fusion: one query for a routed group
+        from sqlflow.runtime.routing import start as start_routed
+        return start_routed(ctx, plan, trigger=trigger, on_batch=on_batch)
     spark = ctx.spark
     check_plan(spark, plan)
     sides = [b for b in plan.sources if b.read == "stream"]
@@ -173,16 +176,21 @@ def run_streams(ctx, plans, *, trigger: str | None, print_line: Callable[[str], 
     try:
         if trigger == AVAILABLE_NOW:
             for plan in plans:
-                if isinstance(plan, StreamPlan):
+                if isinstance(plan, RoutedPlan):
+                    from sqlflow.runtime.routing import run_routed_stream
+                    began = time.monotonic()
+                    add(plan.model, run_routed_stream(ctx, plan, on_batch=report), time.monotonic() - began)
+                elif isinstance(plan, StreamPlan):
                     res = run_stream(ctx, plan, trigger=AVAILABLE_NOW, on_batch=report)
                     add(plan.model, res.batches, res.seconds)
                 else:
                     batch(plan)
             return
         for plan in plans:
-            if not isinstance(plan, StreamPlan):
+            if not isinstance(plan, (StreamPlan, RoutedPlan)):
                 batch(plan)
-        _run_together(ctx, [p for p in plans if isinstance(p, StreamPlan)], trigger, report, add)
+        _run_together(ctx, [p for p in plans if isinstance(p, (StreamPlan, RoutedPlan))], trigger,
+                      report, add)
     finally:
         print_table(summary_table(rows, trigger))
 

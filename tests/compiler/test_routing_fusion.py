@@ -1,0 +1,95 @@
+"""Fan-out fusion at compile time (no JVM): routed siblings of one parent become ONE
+RoutedPlan; a routed model that does more than filter/project is an error naming its file."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from helpers import make_project
+from sqlflow.compiler import compile_project, plan_json_text, plan_sql_text
+from sqlflow.errors import SqlflowError
+from sqlflow.plan import RoutedPlan, StreamPlan
+
+ROOT = Path(__file__).resolve().parents[2]
+SOURCES = """\
+version: 2
+sources:
+  - name: ods
+    schema: ods
+    tables:
+      - name: events
+        meta:
+          sqlflow: {event_time: event_ts, ingest_time: ingest_ts, allowed_lateness: 10 minutes, future_tolerance: 5 minutes}
+"""
+PROJECT = {"models": {"testproj": {"routed": {"+materialized": "streaming_table",
+                                 "+partition_by": ["dt", "hour", "event_type", "product"],
+                                 "+routing": {"group": "by_dept", "notify_url": "http://127.0.0.1:9/x"}}}}}
+
+
+def project(tmp_path, extra=None, project_yml=None):
+    models = {f"routed/r_{d}.sql": f"{{{{ route_to(source('ods', 'events'), '{d}', "
+                                   f"columns=['event_id', 'event_ts']) }}}}" for d in ("a", "b", "c")}
+    models.update(extra or {})
+    return make_project(tmp_path, models=models, yml={"sources.yml": SOURCES},
+                        macros={"route.sql": (ROOT / "macros" / "route.sql").read_text()},
+                        project_yml=project_yml or PROJECT)
+
+
+@pytest.mark.parametrize("mode", ["stream", "batch"])
+def test_siblings_fuse_into_one_routed_plan(tmp_path, mode):
+    result = compile_project(project(tmp_path), mode=mode)
+    result.raise_if_errors()
+    assert list(result.plans) == ["by_dept"]
+    plan = result.plans["by_dept"]
+    assert isinstance(plan, RoutedPlan)
+    assert [t.model for t in plan.targets] == ["r_a", "r_b", "r_c"]
+    assert [t.sink.table for t in plan.targets] == ["dw.r_a", "dw.r_b", "dw.r_c"]
+    assert len(plan.sources) == 1 and plan.sources[0].relation == "ods.events"
+    view = plan.sources[0].view
+    assert all(f"FROM {view}" in t.sql and "SPMID_DEPARTMENT(spmid) = " in t.sql for t in plan.targets)
+    assert plan.commit.allowed_lateness_us == 600_000_000
+    assert plan.commit.notify_url == "http://127.0.0.1:9/x"
+    data = json.loads(plan_json_text(plan, None))
+    assert data["kind"] == "RoutedPlan" and len(data["targets"]) == 3
+    assert plan_sql_text(plan).count("-- target r_") == 3
+    if mode == "stream":
+        assert plan.checkpoint.endswith("route__by_dept") and plan.strategy == "incremental"
+
+
+def test_one_selected_member_keeps_its_ordinary_plan(tmp_path):
+    result = compile_project(project(tmp_path), mode="stream", select=["r_b"])
+    assert isinstance(result.plans["r_b"], StreamPlan)
+
+
+def test_a_routed_model_that_aggregates_is_an_error_naming_its_file(tmp_path):
+    bad = {"routed/r_bad.sql": "select event_type, to_date(event_ts) as dt, 1 as hour, 'x' as product, "
+                               "count(*) as n from {{ source('ods', 'events') }} group by 1, 2"}
+    result = compile_project(project(tmp_path, bad), mode="batch")
+    errors = [d for d in result.errors if "r_bad" in d.message]
+    assert errors and errors[0].location.path == "models/routed/r_bad.sql"
+    assert "only filter and project" in errors[0].hint
+    with pytest.raises(SqlflowError):
+        result.raise_if_errors()
+
+
+def test_bad_routing_config_is_reported(tmp_path):
+    yml = {"models": {"testproj": {"routed": {**PROJECT["models"]["testproj"]["routed"],
+                                              "+routing": {"group": "g", "notify_url": "ftp://x"}}}}}
+    result = compile_project(project(tmp_path, project_yml=yml), mode="batch")
+    assert any("notify_url" in d.message and d.location.path.startswith("models/routed/")
+               for d in result.errors)
+
+
+def test_the_demo_routes_user_events_into_six_department_tables():
+    result = compile_project(ROOT, mode="stream")
+    result.raise_if_errors()
+    plan = result.plans["user_events_by_department"]
+    assert isinstance(plan, RoutedPlan)
+    assert sorted(t.model for t in plan.targets) == [
+        "ue_ad", "ue_game", "ue_live", "ue_main", "ue_manga", "ue_music"]
+    assert all(t.sink.partition_by == ("dt", "hour", "event_type", "product") for t in plan.targets)
+    assert plan.sources[0].relation == "dw.stg_user_events"
+    assert "stg_user_events" in result.plans  # the parent stays its own model

@@ -1,0 +1,298 @@
+"""Routed groups on real Spark and Delta (DESIGN 2.4, 2.5, 3).
+
+- differential: the same events appended in a random order and random chunks, streamed with
+  available-now runs in between and a crash between two targets, leave every target (and the
+  quarantine) exactly equal to the batch plan's output;
+- the notification fires once per committed hour (a local HTTP server counts POSTs), also
+  across restarts, and only for hours the watermark has closed;
+- no commit while a target's rows of the hour are not written yet;
+- file counts stay within budget; a backfill reads its input once for all targets.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import random
+import threading
+from collections import Counter
+from datetime import datetime, timedelta, timezone
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+from pyspark.sql import functions as F
+
+from helpers import make_project
+from sqlflow.compiler import compile_project
+from sqlflow.context import Context
+from sqlflow.runtime import commitlog
+from sqlflow.runtime.compaction import compact
+from sqlflow.runtime.routing import last_report, run_routed_batch, run_routed_stream
+
+pytestmark = pytest.mark.spark
+
+ROOT = Path(__file__).resolve().parents[2]
+UTC = timezone.utc
+DAY = datetime(2026, 11, 1, tzinfo=UTC)
+LATENESS = timedelta(minutes=10)
+SCHEMA = "event_id string, spmid string, event_type string, product string, event_ts timestamp, ingest_ts timestamp"
+DEPTS = ("live", "main", "music")
+
+
+class Hook:
+    """A local HTTP receiver counting POSTs per partition, served from a thread."""
+
+    def __init__(self):
+        self.posts: Counter = Counter()
+        hook = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self):
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                hook.posts[body["partition"]] += 1
+                self.send_response(200)
+                self.end_headers()
+
+            def log_message(self, *args):
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/ready"
+
+    def close(self):
+        self.server.shutdown()
+
+
+@pytest.fixture
+def hook():
+    h = Hook()
+    yield h
+    h.close()
+
+
+@dataclasses.dataclass
+class Setup:
+    ods: str
+    batch: Context
+    stream: Context
+    batch_plan: object
+    stream_plan: object
+
+
+@pytest.fixture
+def setup(spark, tmp_path, request, hook):
+    name = "rt_route_" + request.node.name.removeprefix("test_")[:20].replace("[", "_").strip("]")
+    ods, dw_b, dw_s = f"{name}_ods", f"{name}_b", f"{name}_s"
+    for db in (ods, dw_b, dw_s):
+        spark.sql(f"DROP DATABASE IF EXISTS {db} CASCADE")
+    spark.sql(f"DROP TABLE IF EXISTS {commitlog.COMMIT_LOG}")
+    spark.sql(f"CREATE DATABASE {ods}")
+    spark.createDataFrame([], SCHEMA).write.format("delta").saveAsTable(f"{ods}.events")
+    ctxs, plans = [], []
+    for schema, mode, url in ((dw_b, "batch", None), (dw_s, "stream", hook.url)):
+        routing = {"group": "by_dept", "bytes_per_row": "1kb", **({"notify_url": url} if url else {})}
+        root = make_project(
+            tmp_path / mode,
+            models={f"routed/r_{d}.sql": f"{{{{ route_to(source('ods', 'events'), '{d}', "
+                                         f"columns=['event_id', 'spmid', 'event_ts']) }}}}" for d in DEPTS},
+            yml={"sources.yml": f"""\
+version: 2
+sources:
+  - name: ods
+    schema: {ods}
+    tables:
+      - name: events
+        meta:
+          sqlflow: {{event_time: event_ts, ingest_time: ingest_ts, allowed_lateness: 10 minutes, future_tolerance: 5 minutes}}
+"""},
+            macros={"route.sql": (ROOT / "macros" / "route.sql").read_text()},
+            project_yml={"models": {"testproj": {"routed": {
+                "+materialized": "streaming_table", "+partition_by": ["dt", "hour", "event_type", "product"],
+                "+target_file_size": "3kb", "+max_files_per_partition": 4, "+routing": routing}}}},
+            profiles_yml=f"sqlflow:\n  target: local\n  outputs:\n    local: {{type: spark, method: session, host: NA, schema: {schema}}}\n")
+        ctx = Context.with_session(spark, root)
+        result = compile_project(root, mode=mode, target=ctx.target)
+        result.raise_if_errors()
+        ctxs.append(ctx)
+        plans.append(result.plans["by_dept"])
+    yield Setup(ods, ctxs[0], ctxs[1], plans[0], plans[1])
+    for db in (ods, dw_b, dw_s):
+        spark.sql(f"DROP DATABASE IF EXISTS {db} CASCADE")
+
+
+def event(k, dept, ts, ingest, etype="pv", product="app"):
+    return (f"e{k}", f"{dept}.page.mod.{k % 3}" if dept else "broken", etype, product, ts, ingest)
+
+
+def random_events(seed, n=40):
+    """Three hours of events over three departments (plus malformed spmids), ingest up to 6
+    min early (some future) to 12 min late (some late), tags with NULLs."""
+    rnd = random.Random(seed)
+    out = []
+    for k in range(n):
+        ts = DAY + timedelta(hours=10, microseconds=rnd.randrange(3 * 3_600_000_000))
+        ingest = ts + timedelta(seconds=rnd.randint(-360, 720))
+        dept = rnd.choice(DEPTS + (None,))
+        out.append(event(k, dept, ts, ingest, rnd.choice(["pv", "show", None]), rnd.choice(["app", "web"])))
+    return out
+
+
+def append(spark, table, rows):
+    spark.createDataFrame(rows, SCHEMA).coalesce(1).write.format("delta").mode("append").saveAsTable(table)
+
+
+def commits(spark, plan):
+    """{(table, hour partition)} with a commit row."""
+    tables = [t.sink.table for t in plan.targets]
+    return {(r["table"], r["partition"]) for r in commitlog.read(spark).where(
+        "kind = 'commit'").collect() if r["table"] in tables}
+
+
+def expected_closed(rows):
+    """Hours with clean rows that the ingest frontier of the clean rows has closed, computed
+    here from the rows themselves (DESIGN 2.1 rules, 2.5 commit rule)."""
+    clean = [r for r in rows if r[5] - LATENESS <= r[4] <= r[5] + timedelta(minutes=5)]
+    frontier = max(r[5] for r in clean)
+    hours = {r[4].replace(minute=0, second=0, microsecond=0) for r in clean
+             if r[1] != "broken"}
+    return {f"dt={h:%Y-%m-%d}/hour={h:%H}" for h in hours if h + timedelta(hours=1) + LATENESS <= frontier}
+
+
+def assert_same(spark, got, want, drop=()):
+    g, w = spark.table(got).drop(*drop), spark.table(want).drop(*drop)
+    missing, extra = w.exceptAll(g).collect(), g.exceptAll(w).collect()
+    assert (missing, extra) == ([], []), f"{got}: missing {missing}, unexpected {extra}"
+
+
+def test_stream_with_a_crash_between_targets_equals_the_batch_plan(spark, setup, hook):
+    s, rnd = setup, random.Random(7)
+    rows = random_events(7)
+    shuffled = rows[:]
+    rnd.shuffle(shuffled)
+    chunks = []
+    while shuffled:
+        n = rnd.randint(9, 14)
+        chunks.append(shuffled[:n])
+        shuffled = shuffled[n:]
+    plan = s.stream_plan  # one micro-batch per run: every run is a restart of the query
+    crashed = []
+
+    def crash(k, batch_id):
+        if k == 1 and not crashed and batch_id >= 1:
+            crashed.append(batch_id)
+            raise RuntimeError("killed between target 1 and 2")
+
+    runs = 0
+    while chunks:
+        group, chunks = chunks[:1], chunks[1:]
+        for chunk in group:
+            append(spark, f"{s.ods}.events", chunk)
+        try:
+            run_routed_stream(s.stream, plan, between_targets=crash)
+        except RuntimeError:
+            assert crashed
+            run_routed_stream(s.stream, plan)  # the restart finishes the crashed batch
+        runs += 1
+    run_routed_stream(s.stream, plan)  # a restart with nothing new
+    assert crashed and runs >= 3
+    list(run_routed_batch(s.batch, s.batch_plan))
+    for tb, ts in zip(s.batch_plan.targets, s.stream_plan.targets):
+        assert spark.table(tb.sink.table).count() > 0
+        assert_same(spark, ts.sink.table, tb.sink.table)
+    assert_same(spark, s.stream_plan.quarantine, s.batch_plan.quarantine, drop=("origin",))
+    # commits: exactly the closed hours, for every target; one POST each, across restarts
+    want = expected_closed(rows)
+    assert want
+    stream_tables = [t.sink.table for t in s.stream_plan.targets]
+    assert commits(spark, s.stream_plan) == {(t, h) for t in stream_tables for h in want}
+    assert dict(hook.posts) == {h: 1 for h in want}
+
+
+def test_no_commit_while_a_target_of_the_hour_is_unwritten(spark, setup, hook, tmp_path):
+    s = setup
+    plan = s.stream_plan
+    live = [t.model for t in plan.targets].index("r_live")
+    at = lambda h, m: DAY + timedelta(hours=h, minutes=m)  # noqa: E731
+    append(spark, f"{s.ods}.events", [event(1, "live", at(10, 5), at(10, 6)),
+                                      event(2, "music", at(10, 50), at(10, 51))])
+    run_routed_stream(s.stream, plan)
+    assert commits(spark, plan) == set() and not hook.posts  # watermark 10:51 < 11:10
+    # the watermark passes 11:10 in this batch, which also brings a last row of 10h for
+    # every target; the process dies after the first target
+    append(spark, f"{s.ods}.events", [event(3, "live", at(10, 59), at(11, 8)),
+                                      event(4, "main", at(10, 58), at(11, 9)),
+                                      event(5, "music", at(11, 20), at(11, 21))])
+
+    def die(k, batch_id):
+        if k == 0:
+            raise RuntimeError("killed after the first target")
+
+    with pytest.raises(RuntimeError):
+        run_routed_stream(s.stream, plan, between_targets=die)
+    assert commits(spark, plan) == set() and not hook.posts
+    assert not (Path(spark.sql(f"DESCRIBE DETAIL {plan.targets[live].sink.table}").collect()[0]["location"]
+                     .removeprefix("file:")) / "dt=2026-11-01" / "hour=10" / "_SUCCESS").exists()
+    run_routed_stream(s.stream, plan)
+    tables = [t.sink.table for t in plan.targets]
+    assert commits(spark, plan) == {(t, "dt=2026-11-01/hour=10") for t in tables}
+    assert dict(hook.posts) == {"dt=2026-11-01/hour=10": 1}
+    for t in plan.targets:
+        location = spark.sql(f"DESCRIBE DETAIL {t.sink.table}").collect()[0]["location"].removeprefix("file:")
+        assert (Path(location) / "dt=2026-11-01" / "hour=10" / "_SUCCESS").exists()
+    got = {r["event_id"] for r in spark.table(plan.targets[live].sink.table).collect()}
+    assert got == {"e1", "e3"}
+    append(spark, f"{s.ods}.events", [event(6, "music", at(11, 30), at(11, 31))])
+    run_routed_stream(s.stream, plan)  # restart: hour 11 stays open, no second notification
+    assert dict(hook.posts) == {"dt=2026-11-01/hour=10": 1}
+    # compaction rewrites committed partitions only: live's hour 10 (two files, one per
+    # batch) becomes one file; music's open hour 11 keeps its two files
+    live_t, music_t = (plan.targets[[t.model for t in plan.targets].index(m)].sink.table
+                       for m in ("r_live", "r_music"))
+    assert files_of(spark, live_t, "10") == 2 and files_of(spark, music_t, "11") == 2
+    done = compact(spark, live_t)
+    assert (done.partitions, done.files_removed, done.files_added) == (1, 2, 1)
+    compact(spark, music_t)
+    assert files_of(spark, live_t, "10") == 1 and files_of(spark, music_t, "11") == 2
+    assert {r["event_id"] for r in spark.table(live_t).collect()} == {"e1", "e3"}
+
+
+def files_of(spark, table, hour):
+    return spark.table(table).where(f"hour = '{hour}'").selectExpr(
+        "input_file_name() AS f").distinct().count()
+
+
+def test_backfill_reads_once_stays_in_budget_and_commits_what_it_wrote(spark, setup):
+    s = setup
+    rows = [event(k, DEPTS[k % 2], DAY + timedelta(hours=10 + k % 2, seconds=k),
+                  DAY + timedelta(hours=10 + k % 2, seconds=k + 1), "pv" if k % 5 else "show")
+            for k in range(80)]
+    append(spark, f"{s.ods}.events", rows)
+    plans = []
+    results = list(run_routed_batch(s.batch, s.batch_plan,
+                                    inspect=lambda m, df: plans.append(df._jdf.queryExecution()
+                                                                       .executedPlan().toString())))
+    assert [r.model for r in results] == [t.model for t in s.batch_plan.targets]
+    assert len(plans) == 3
+    for text in plans:  # every target reads the cached input, none scans the Delta table
+        above_cache = text.split("InMemoryRelation", 1)[0]
+        assert "InMemoryTableScan" in above_cache and "FileScan" not in above_cache, text
+    report = last_report["by_dept"]
+    assert {p.spec.split("/event_type")[0] for t in report.targets for p in t.partitions} == {
+        "dt=2026-11-01/hour=10", "dt=2026-11-01/hour=11"}
+    for t in report.targets:
+        table = spark.table(t.table)
+        files = {r["k"]: r["n"] for r in table.selectExpr(
+            "concat('dt=', dt, '/hour=', hour, '/event_type=', event_type, '/product=', product) AS k",
+            "input_file_name() AS f").groupBy("k").agg(F.countDistinct("f").alias("n")).collect()}
+        rows_per = Counter(r["k"] for r in table.selectExpr(
+            "concat('dt=', dt, '/hour=', hour, '/event_type=', event_type, '/product=', product) AS k").collect())
+        for p in t.partitions:
+            cap = min(4, max(1, -(-rows_per[p.spec] * 1024 // (3 * 1024))))  # ceil(bytes / 3kb), at most 4
+            assert p.budget == cap and 1 <= files[p.spec] <= p.budget and p.files == files[p.spec], p
+    big = [p for t in report.targets for p in t.partitions if p.budget > 1]
+    assert big and any(p.files > 1 for p in big)  # a budget above 1 spreads rows over files
+    tables = [t.sink.table for t in s.batch_plan.targets]
+    assert commits(spark, s.batch_plan) == {
+        (t, h) for t in tables for h in ("dt=2026-11-01/hour=10", "dt=2026-11-01/hour=11")}
