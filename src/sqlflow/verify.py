@@ -169,7 +169,8 @@ def verify_model(ctx, batch_plan: BatchPlan, stream_plan: StreamPlan, *, runs: i
                  seed: int = 0, order: Order = "auto", keep: bool = False, max_chunks: int = 6,
                  max_rounds: int = 3, progress: Progress | None = None) -> ModelReport:
     """Verify one model; see the module docstring. `max_chunks` bounds the commits per input
-    and run, `max_rounds` the available-now runs (query restarts) per run."""
+    and run, `max_rounds` the available-now runs (query restarts) per run. `keep` keeps the
+    scratch schema of a verify that finished (the report names its tables; `drop_scratch`)."""
     from sqlflow.runtime.batch import run_batch
 
     say = progress or (lambda line: None)
@@ -179,6 +180,7 @@ def verify_model(ctx, batch_plan: BatchPlan, stream_plan: StreamPlan, *, runs: i
     scratch = scratch_schema(stream_plan.model)
     ckpt_root = f"{VERIFY_DIR}/{scratch}"
     model = stream_plan.model
+    done = False
     try:
         spark.sql(f"CREATE DATABASE {scratch}")
         batch = dataclasses.replace(
@@ -196,10 +198,11 @@ def verify_model(ctx, batch_plan: BatchPlan, stream_plan: StreamPlan, *, runs: i
             rnd = random.Random(f"{seed}/{model}/{run}")
             reports.append(_stream_run(ctx, batch, stream_plan, run, runs, rnd, chosen, scratch,
                                        f"{ckpt_root}/run{run}", versions, max_chunks, max_rounds, say))
+        done = True
         return ModelReport(model, stream_plan.path, batch_rows, batch_quarantined, batch.sink.table,
                            batch.quarantine, tuple(reports), scratch)
     finally:
-        if not keep:
+        if not (keep and done):  # a failed verify leaves nothing behind, kept or not
             drop_scratch(ctx, scratch)
 
 
