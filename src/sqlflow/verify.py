@@ -41,6 +41,7 @@ from pyspark.sql import functions as F
 
 from sqlflow.errors import Location, SqlflowError
 from sqlflow.plan import BatchPlan, SourceBinding, StreamPlan
+from sqlflow.runtime.sinks import quote
 
 Order = Literal["auto", "shuffled", "ingest"]
 CHUNK = "__sqlflow_chunk"
@@ -290,7 +291,7 @@ class Arrival:
     @classmethod
     def prepare(cls, spark: SparkSession, b: SourceBinding, table: str, version: int | None,
                 order: str, rnd: random.Random, max_chunks: int) -> "Arrival":
-        rows = (spark.sql(f"SELECT * FROM {b.relation} VERSION AS OF {version}") if version is not None
+        rows = (spark.sql(f"SELECT * FROM {quote(b.relation)} VERSION AS OF {version}") if version is not None
                 else spark.table(b.relation))
         # unpartitioned, so a chunk coalesced to one partition is one file, one micro-batch
         rows.limit(0).write.format("delta").saveAsTable(table)
