@@ -10,7 +10,8 @@ tables with their batch plans, then measures, in this one process and on one Spa
   batch plan            sqlflow's backfill (`run_batch`)
   incremental stream    sqlflow's default stream plan, a bounded catch-up run (available-now)
   stateful stream       the same model with `stream_strategy: stateful`, bounded
-  hand stateful stream  PySpark: `withWatermark` on both sides + the interval join, bounded
+  hand stateful stream  PySpark: `withWatermark` on both sides (delay: the inputs' allowed
+                        lateness + future tolerance) + the interval join, bounded
   hand batch            PySpark: the same join over static reads
 
 Every stream run reads both inputs with the same `maxFilesPerTrigger` (about `--batches`
@@ -272,7 +273,10 @@ def bench(project: Path, args) -> int:
     spark.sql(f"CREATE DATABASE IF NOT EXISTS {OUT}")
     rows_in = sum(spark.table(t).count() for t in INPUTS)
     files = max(1, math.ceil(max(files_of(spark, t) for t in INPUTS) / args.batches))
-    lateness = f"{stream_plans.plans[MODEL].sources[0].allowed_lateness_us} microseconds"
+    # hand-written watermark delay: allowed lateness + future tolerance of the inputs, the least
+    # delay that drops no clean row when each input arrives in ingest-time order
+    side = stream_plans.plans[MODEL].sources[0]
+    lateness = f"{side.allowed_lateness_us + side.future_tolerance_us} microseconds"
     print(f"inputs: {rows_in:,} rows; stream runs read {files} file(s) per input per micro-batch")
     checkpoints = project / ".sqlflow" / "bench"
 
