@@ -201,11 +201,12 @@ def report(runs: list[Measure], by: dict[str, Measure]) -> bool:
     console = Console(highlight=False)
     table = Table(title="Interval join: clicks to impressions of the previous 20 minutes",
                   title_justify="left")
-    for col in ("run", "rows in", "rows out", "micro-batches", "seconds", "rows/s", "peak heap MB", "result"):
-        table.add_column(col, justify="left" if col in ("run", "result") else "right")
+    for col in ("run", "rows in", "rows out", "batches", "seconds", "rows/s", "peak heap MB", "result"):
+        table.add_column(col, justify="left" if col in ("run", "result") else "right",
+                         no_wrap=col == "run")
     for m in runs:
-        result = (f"[red]FAILED: {m.error}[/red]" if m.error else
-                  f"[red]DIFFERS: {m.differs}[/red]" if m.differs else "[green]same rows[/green]")
+        result = ("[red]FAILED[/red]" if m.error else "[red]DIFFERS[/red]" if m.differs
+                  else "[green]same rows[/green]")  # the reason is printed below the table
         table.add_row(m.name, f"{m.rows_in:,}", f"{m.rows_out:,}" if not m.error else "-",
                       str(m.batches) if m.batches is not None else "-", f"{m.seconds:.1f}",
                       f"{m.rows_per_s:,.0f}" if not m.error else "-",

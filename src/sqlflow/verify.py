@@ -78,6 +78,7 @@ class RunReport:
     problems: tuple[str, ...]  # differences that are not rows: a column missing on one side
     sink_table: str
     quarantine_table: str
+    copies: tuple[tuple[str, str], ...]  # (copy table, the input relation it copies)
     seconds: float
 
     @property
@@ -257,7 +258,7 @@ def _stream_run(ctx, batch: BatchPlan, plan: StreamPlan, run: int, runs: int, rn
                                   table="quarantine", drop=("origin",), rename_input=rename)
     return RunReport(model, run, order, len(commits), len(rounds), batches, sink_diffs + q_diffs,
                      sink_problems + q_problems, stream.sink.table, stream.quarantine,
-                     time.monotonic() - began)
+                     tuple(rename.items()), time.monotonic() - began)
 
 
 def rebind(plan: StreamPlan, copies: dict[str, str], *, sink: str, quarantine: str,

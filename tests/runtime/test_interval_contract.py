@@ -185,11 +185,12 @@ def output_rows(spark, table: str) -> Counter:
         f"CAST(dt AS STRING) FROM {table}").collect())
 
 
-def quarantine_rows(spark, table: str) -> Counter:
+def quarantine_rows(spark, table: str, copies: dict[str, str] | None = None) -> Counter:
+    """(input, reason, event µs, ingest µs); `copies` names a copied input by its original."""
     if not spark.catalog.tableExists(table):
         return Counter()
-    return Counter(tuple(r) for r in spark.sql(
-        f"SELECT input, reason, unix_micros(event_time), unix_micros(ingest_time) FROM {table}").collect())
+    rows = spark.sql(f"SELECT input, reason, unix_micros(event_time), unix_micros(ingest_time) FROM {table}")
+    return Counter(((copies or {}).get(r[0], r[0]), *r[1:]) for r in rows.collect())
 
 
 def diff(got: Counter, want: Counter) -> str:
@@ -221,7 +222,8 @@ def test_batch_and_stream_plans_equal_the_reference(spark, contract, how, strate
             assert stream == want, f"stream plan ({run.order} order, {run.commits} commits): {diff(stream, want)}"
             batch_q = quarantine_rows(spark, report.batch_quarantine)
             assert batch_q == want_q, f"batch quarantine: {diff(batch_q, want_q)}"
-            assert quarantine_rows(spark, run.quarantine_table) == want_q
+            stream_q = quarantine_rows(spark, run.quarantine_table, dict(run.copies))
+            assert stream_q == want_q, f"stream quarantine: {diff(stream_q, want_q)}"
             assert report.ok, [p for p in run.partitions if not p.ok] or run.problems
         finally:
             drop_scratch(ctx, report.scratch)
