@@ -174,10 +174,12 @@ def verify_model(ctx, batch_plan: BatchPlan, stream_plan: StreamPlan, *, runs: i
     and run, `max_rounds` the available-now runs (query restarts) per run. `keep` keeps the
     scratch schema of a verify that finished (the report names its tables; `drop_scratch`)."""
     from sqlflow.runtime.batch import run_batch
+    from sqlflow.runtime.stream import check_plan
 
     say = progress or (lambda line: None)
     spark = ctx.spark
     check_inputs(spark, batch_plan, stream_plan)
+    check_plan(spark, stream_plan)  # what the stream runtime cannot run fails before the batch
     chosen = resolve_order(stream_plan, order)
     scratch = scratch_schema(stream_plan.model)
     ckpt_root = f"{VERIFY_DIR}/{scratch}"
