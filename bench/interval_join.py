@@ -1,0 +1,315 @@
+"""Interval-join throughput and memory: sqlflow's plans against hand-written PySpark (DESIGN 2.9).
+
+    .venv/bin/python bench/interval_join.py [--rows 200000] [--batches 8] [--seed 42]
+
+Copies the project to a temp folder (its own warehouse and metastore), generates the ad data
+with the demo generator (`--rows` impressions; clicks scale with it), builds the two staging
+tables with their batch plans, then measures, in this one process and on one SparkSession, the
+20-minute click-to-impression join `dwd_ad_clicks_attributed` five ways:
+
+  batch plan            sqlflow's backfill (`run_batch`)
+  incremental stream    sqlflow's default stream plan, a bounded catch-up run (available-now)
+  stateful stream       the same model with `stream_strategy: stateful`, bounded
+  hand stateful stream  PySpark: `withWatermark` on both sides (delay: the inputs' allowed
+                        lateness + future tolerance) + the interval join, bounded
+  hand batch            PySpark: the same join over static reads
+
+Every stream run reads both inputs with the same `maxFilesPerTrigger` (about `--batches`
+micro-batches). Throughput is input rows (both sides) per second of wall time. Peak memory is
+the JVM heap in use (`Runtime.totalMemory() - freeMemory()`, read through py4j every 100 ms
+from a second Python thread, after a `System.gc()` before each run): in local mode the driver
+JVM is the executor too, so it includes Spark's in-memory join state; it counts garbage not yet
+collected, so read it as an upper bound and compare the runs with each other.
+
+Then it checks that every run produced the same rows as the batch plan (both directions of
+EXCEPT ALL, every column) and prints the ratios with their targets: the default stream plan at
+least 3x the hand-written stateful join, and within 2x of the batch plan. A run that fails is
+reported with its error and the others still run; the script exits 1 if any run failed or
+differs. A benchmark, not a test: nothing here asserts a time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import math
+import shutil
+import sys
+import tempfile
+import threading
+import time
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))
+
+MODEL = "dwd_ad_clicks_attributed"
+STATEFUL = "bench_attributed_stateful"
+INPUTS = ("dw.stg_ad_clicks", "dw.stg_ad_impressions")
+OUT = "bench"
+COLUMNS = ("req_id", "ad_id", "user_id", "click_ts", "ingest_ts", "imp_ts", "imp_user_id", "dt", "hour")
+
+
+@dataclass
+class Measure:
+    name: str
+    table: str
+    rows_in: int = 0
+    rows_out: int = 0
+    seconds: float = 0.0
+    peak_heap_mb: float = 0.0
+    batches: int | None = None
+    error: str | None = None
+    differs: str | None = None
+
+    @property
+    def rows_per_s(self) -> float:
+        return self.rows_in / self.seconds if self.seconds else 0.0
+
+
+class HeapSampler:
+    """Peak JVM heap in use while a run is going, sampled every `every` seconds via py4j."""
+
+    def __init__(self, spark, every: float = 0.1):
+        self.jvm, self.every = spark.sparkContext._jvm, every
+        self.peak, self._stop = 0, threading.Event()
+
+    def used(self) -> int:
+        rt = self.jvm.java.lang.Runtime.getRuntime()
+        return rt.totalMemory() - rt.freeMemory()
+
+    def __enter__(self):
+        self.jvm.java.lang.System.gc()
+        self.peak = self.used()
+        self._thread = threading.Thread(target=self._poll, daemon=True)
+        self._thread.start()
+        return self
+
+    def _poll(self) -> None:
+        while not self._stop.wait(self.every):
+            try:
+                self.peak = max(self.peak, self.used())
+            except Exception:  # the JVM is busy shutting a query down: skip a sample
+                pass
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join()
+        self.peak = max(self.peak, self.used())
+
+
+def copy_project(folder: Path) -> Path:
+    for name in ("dbt_project.yml", "models", "macros", "profiles", "udfs"):
+        src = ROOT / name
+        (shutil.copytree if src.is_dir() else shutil.copy)(src, folder / name)
+    text = (folder / "models/dwd" / f"{MODEL}.sql").read_text()
+    config = "materialized='streaming_table',"
+    if config not in text:
+        raise SystemExit(f"bench: cannot find `{config}` in {MODEL}.sql to derive the stateful copy")
+    (folder / "models/dwd" / f"{STATEFUL}.sql").write_text(
+        text.replace(config, f"{config} stream_strategy='stateful',", 1))
+    return folder
+
+
+def timed(m: Measure, spark, run: Callable[[], int | None]) -> Measure:
+    """Run `run` (returns its micro-batch count, or None), sampling the heap; keep the error."""
+    began = time.monotonic()
+    try:
+        with HeapSampler(spark) as heap:
+            m.batches = run()
+        m.peak_heap_mb = heap.peak / 2**20
+    except Exception as exc:  # a failed run is a result too: report it and go on
+        m.error = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        if "--debug" in sys.argv:
+            traceback.print_exc()
+    m.seconds = time.monotonic() - began
+    if m.error is None:
+        m.rows_out = spark.table(m.table).count()
+    return m
+
+
+def condition():
+    from pyspark.sql import functions as F
+
+    return ((F.col("c.req_id") == F.col("i.req_id")) & (F.col("c.ad_id") == F.col("i.ad_id"))
+            & F.col("i.imp_ts").between(F.col("c.click_ts") - F.expr("INTERVAL 20 MINUTES"),
+                                        F.col("c.click_ts")))
+
+
+def joined(clicks, imps):
+    """The model's SELECT list over the joined frames (aliases `c` and `i`)."""
+    from pyspark.sql import functions as F
+
+    return clicks.alias("c").join(imps.alias("i"), condition(), "inner").select(
+        "c.req_id", "c.ad_id", "c.user_id", "c.click_ts", "c.ingest_ts", "i.imp_ts",
+        F.col("i.user_id").alias("imp_user_id"),
+        F.date_format("c.click_ts", "yyyy-MM-dd").alias("dt"),
+        F.date_format("c.click_ts", "HH").alias("hour"))
+
+
+def hand_batch(spark, table: str) -> None:
+    joined(spark.table(INPUTS[0]), spark.table(INPUTS[1])).write.format("delta") \
+        .partitionBy("dt", "hour").saveAsTable(table)
+
+
+def hand_stateful(spark, table: str, files: int, checkpoint: Path, lateness: str) -> int:
+    def read(relation, ts):
+        return (spark.readStream.format("delta").option("maxFilesPerTrigger", files)
+                .table(relation).withWatermark(ts, lateness))
+
+    query = (joined(read(INPUTS[0], "click_ts"), read(INPUTS[1], "imp_ts")).writeStream
+             .format("delta").partitionBy("dt", "hour").outputMode("append")
+             .option("checkpointLocation", str(checkpoint)).trigger(availableNow=True)
+             .toTable(table))
+    query.awaitTermination()
+    return len(query.recentProgress)
+
+
+def sqlflow_stream(ctx, plan, table: str, files: int, checkpoint: Path) -> int:
+    from sqlflow.runtime.stream import run_stream
+
+    plan = dataclasses.replace(
+        plan, sources=tuple(dataclasses.replace(b, max_files_per_trigger=files) if b.read == "stream" else b
+                            for b in plan.sources),
+        sink=dataclasses.replace(plan.sink, table=table, checkpoint=str(checkpoint)),
+        quarantine=f"{table}__quarantine")
+    return len(run_stream(ctx, plan).batches)
+
+
+def files_of(spark, relation: str) -> int:
+    return spark.sql(f"DESCRIBE DETAIL {relation}").collect()[0]["numFiles"]
+
+
+def check_same(spark, runs: list[Measure], truth: Measure) -> None:
+    want = spark.table(truth.table).select(*COLUMNS)
+    for m in runs:
+        if m.error or m is truth:
+            continue
+        got = spark.table(m.table).select(*COLUMNS)
+        missing, extra = want.exceptAll(got).count(), got.exceptAll(want).count()
+        if missing or extra:
+            m.differs = f"{missing:,} rows missing, {extra:,} extra against the batch plan"
+
+
+def report(runs: list[Measure], by: dict[str, Measure]) -> bool:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console(highlight=False)
+    table = Table(title="Interval join: clicks to impressions of the previous 20 minutes",
+                  title_justify="left")
+    for col in ("run", "rows in", "rows out", "batches", "seconds", "rows/s", "peak heap MB", "result"):
+        table.add_column(col, justify="left" if col in ("run", "result") else "right",
+                         no_wrap=col == "run")
+    for m in runs:
+        result = ("[red]FAILED[/red]" if m.error else "[red]DIFFERS[/red]" if m.differs
+                  else "[green]same rows[/green]")  # the reason is printed below the table
+        table.add_row(m.name, f"{m.rows_in:,}", f"{m.rows_out:,}" if not m.error else "-",
+                      str(m.batches) if m.batches is not None else "-", f"{m.seconds:.1f}",
+                      f"{m.rows_per_s:,.0f}" if not m.error else "-",
+                      f"{m.peak_heap_mb:,.0f}" if not m.error else "-", result)
+    console.print(table)
+
+    def ratio(a: str, b: str, target: float, label: str) -> None:
+        x, y = by[a], by[b]
+        if x.error or y.error:
+            console.print(f"{label}: n/a ({a if x.error else b} failed)")
+            return
+        r = x.rows_per_s / y.rows_per_s
+        ok = "[green]meets[/green]" if r >= target else "[red]misses[/red]"
+        console.print(f"{label}: {r:.2f}x (target >= {target:g}x: {ok}); "
+                      f"peak heap {x.peak_heap_mb:,.0f} MB vs {y.peak_heap_mb:,.0f} MB")
+
+    ratio("incremental stream", "hand stateful stream", 3.0, "incremental stream vs hand-written stateful stream")
+    ratio("incremental stream", "batch plan", 0.5, "incremental stream vs batch plan (within 2x)")
+    ratio("stateful stream", "hand stateful stream", 1.0, "stateful stream plan vs hand-written stateful stream")
+    ratio("hand batch", "batch plan", 0.0, "hand-written batch vs batch plan")
+    bad = [m for m in runs if m.error or m.differs]
+    for m in bad:
+        console.print(f"[red]{m.name}: {m.error or m.differs}[/red]")
+    return not bad
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rows", type=int, default=200_000, help="ad impressions to generate")
+    parser.add_argument("--seed", type=int, default=42)
+    parser.add_argument("--days", type=int, default=2)
+    parser.add_argument("--batches", type=int, default=8, help="about this many micro-batches per stream run")
+    parser.add_argument("--keep", action="store_true", help="keep the temp project folder")
+    parser.add_argument("--debug", action="store_true", help="print the traceback of a failed run")
+    args = parser.parse_args()
+
+    folder = Path(tempfile.mkdtemp(prefix="sqlflow_bench_"))
+    try:
+        return bench(copy_project(folder), args)
+    finally:
+        if args.keep:
+            print(f"kept {folder}")
+        else:
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+def bench(project: Path, args) -> int:
+    from sqlflow.compiler import compile_project
+    from sqlflow.context import Context
+    from sqlflow.demo.generate import generate
+    from sqlflow.runtime.batch import run_batch
+
+    ctx = Context.discover(project)
+    spark = ctx.spark
+    spark.sparkContext.setLogLevel("ERROR")
+    print(f"generating {args.rows:,} impressions over {args.days} day(s) (seed {args.seed}) in {project}")
+    generate(spark, rows=args.rows, seed=args.seed, days=args.days)
+    batch_plans = compile_project(project, mode="batch", target=ctx.target)
+    stream_plans = compile_project(project, mode="stream", target=ctx.target)
+    batch_plans.raise_if_errors()
+    stream_plans.raise_if_errors()
+    for model in ("stg_ad_clicks", "stg_ad_impressions"):
+        print(f"building {model} (batch plan; not measured)")
+        run_batch(ctx, batch_plans.plans[model])
+    spark.sql(f"CREATE DATABASE IF NOT EXISTS {OUT}")
+    rows_in = sum(spark.table(t).count() for t in INPUTS)
+    files = max(1, math.ceil(max(files_of(spark, t) for t in INPUTS) / args.batches))
+    # hand-written watermark delay: allowed lateness + future tolerance of the inputs, the least
+    # delay that drops no clean row when each input arrives in ingest-time order
+    side = stream_plans.plans[MODEL].sources[0]
+    lateness = f"{side.allowed_lateness_us + side.future_tolerance_us} microseconds"
+    print(f"inputs: {rows_in:,} rows; stream runs read {files} file(s) per input per micro-batch")
+    checkpoints = project / ".sqlflow" / "bench"
+
+    def batch_plan() -> None:
+        plan = batch_plans.plans[MODEL]
+        run_batch(ctx, dataclasses.replace(plan, sink=dataclasses.replace(plan.sink, table=f"{OUT}.batch_plan"),
+                                           quarantine=f"{OUT}.batch_plan__quarantine"))
+
+    steps = [
+        ("batch plan", f"{OUT}.batch_plan", batch_plan),
+        ("incremental stream", f"{OUT}.incremental", lambda: sqlflow_stream(
+            ctx, stream_plans.plans[MODEL], f"{OUT}.incremental", files, checkpoints / "incremental")),
+        ("stateful stream", f"{OUT}.stateful", lambda: sqlflow_stream(
+            ctx, stream_plans.plans[STATEFUL], f"{OUT}.stateful", files, checkpoints / "stateful")),
+        ("hand stateful stream", f"{OUT}.hand_stateful", lambda: hand_stateful(
+            spark, f"{OUT}.hand_stateful", files, checkpoints / "hand_stateful", lateness)),
+        ("hand batch", f"{OUT}.hand_batch", lambda: hand_batch(spark, f"{OUT}.hand_batch")),
+    ]
+    runs = []
+    for name, table, run in steps:
+        print(f"running: {name}")
+        m = timed(Measure(name, table, rows_in), spark, run)
+        print(f"  {m.seconds:.1f}s" + (f"; FAILED: {m.error}" if m.error else f"; {m.rows_out:,} rows out"))
+        runs.append(m)
+    by = {m.name: m for m in runs}
+    if by["batch plan"].error:
+        print("the batch plan failed: nothing to compare the other runs with")
+        report(runs, by)
+        return 1
+    check_same(spark, runs, by["batch plan"])
+    return 0 if report(runs, by) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
