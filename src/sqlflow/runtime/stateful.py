@@ -63,8 +63,8 @@ from sqlflow.runtime.sinks import BatchId, PartitionWrite, WriteResult, write
 from sqlflow.runtime.stream import AVAILABLE_NOW, StreamResult, _query_id
 
 KIND, OUT, QROW, TIME = "__kind", "__o", "__q", "__t"
-HEARTBEAT = "__sqlflow_hb"
-HEARTBEAT_SCHEMA = "input STRING, event_time TIMESTAMP, written_at TIMESTAMP"
+POLICY = "spark.sql.streaming.multipleWatermarkPolicy"
+HEARTBEAT_SCHEMA = "reason STRING, event_time TIMESTAMP, written_at TIMESTAMP"
 FLUSH_SLACK_US = 1_000_000  # Spark keeps watermarks in ms; a second more covers every rounding
 DIRTY_REASON = "dropped_by_watermark"
 
@@ -134,7 +134,6 @@ def start(ctx, plan: StreamPlan, *, trigger: str = AVAILABLE_NOW,
     if not spark.catalog.tableExists(beats):
         write(spark, Sink(beats, "append_once"), spark.createDataFrame([], HEARTBEAT_SCHEMA),
               batch=BatchId(beats, 0))
-    heartbeats = spark.readStream.format("delta").table(beats)
     branches: list[DataFrame] = []
     try:
         for k, b in enumerate(sides):
@@ -142,7 +141,9 @@ def start(ctx, plan: StreamPlan, *, trigger: str = AVAILABLE_NOW,
             if b.max_files_per_trigger:
                 reader = reader.option("maxFilesPerTrigger", b.max_files_per_trigger)
             split = Q.split(reader.table(b.relation), b, model=plan.model, origin="stream")
-            watermarked(split.clean, heartbeats, b).createOrReplaceTempView(b.view)
+            assert b.watermark is not None
+            split.clean.withWatermark(_column(split.clean, b.watermark.column),
+                                      b.watermark.delay).createOrReplaceTempView(b.view)
             event = Q.event_times(split.clean, b, model=plan.model).event
             branches.append(split.clean.select(F.lit("input").alias(KIND), F.lit(k).alias(SIDE),
                                                F.unix_micros(event).alias(TIME)))
@@ -155,7 +156,7 @@ def start(ctx, plan: StreamPlan, *, trigger: str = AVAILABLE_NOW,
             spark.catalog.dropTempView(b.view)
     out = model.select(F.lit("out").alias(KIND),
                        F.struct(*[model[f"`{c}`"] for c in model.columns]).alias(OUT))
-    envelope = out
+    envelope = out.unionByName(heartbeat_branch(spark, beats), allowMissingColumns=True)
     for branch in branches:
         envelope = envelope.unionByName(branch, allowMissingColumns=True)
     fn = StatefulBatch(plan, sides, checkpoint, lambda: f"{plan.model}@{_query_id(checkpoint)}",
@@ -166,26 +167,27 @@ def start(ctx, plan: StreamPlan, *, trigger: str = AVAILABLE_NOW,
         writer = writer.trigger(availableNow=True)
     else:
         writer = writer.trigger(processingTime=trigger)
-    query = writer.start()
+    before = spark.conf.get(POLICY, None)
+    spark.conf.set(POLICY, "max")  # captured by the query at start (and kept in its checkpoint)
+    try:
+        query = writer.start()
+    finally:
+        spark.conf.unset(POLICY) if before is None else spark.conf.set(POLICY, before)
     if trigger != AVAILABLE_NOW and plan.idle_timeout_us:
-        IdleWatch(ctx.spark, plan, sides, fn, query).start()
+        IdleWatch(ctx.spark, plan, fn, query).start()
     return query, fn
 
 
-def watermarked(clean: DataFrame, heartbeats: DataFrame, b: SourceBinding) -> DataFrame:
-    """The streaming view of one input: its clean rows under Spark's watermark, heartbeats
-    included in the watermark's event time and excluded from everything after it."""
-    assert b.watermark is not None
-    column = next(f.name for f in clean.schema.fields if f.name.lower() == b.watermark.column.lower())
-    beats = heartbeats.where(F.col("input") == F.lit(b.relation)).select(
-        *[(F.col("event_time") if f.name == column else F.lit(None)).cast(f.dataType).alias(f.name)
-          for f in clean.schema.fields], F.lit(True).alias(HEARTBEAT))
-    rows = clean.withColumn(HEARTBEAT, F.lit(None).cast("boolean")).unionByName(beats)
-    rows = rows.withWatermark(column, b.watermark.delay)
-    # The barrier: no filter is pushed through a projection with a non-deterministic column,
-    # so nothing the model filters on reaches below the watermark (see the module docstring).
-    rows = rows.withColumn(HEARTBEAT, F.when(F.rand(0) >= 0, F.col(HEARTBEAT)))
-    return rows.where(F.col(HEARTBEAT).isNull()).drop(HEARTBEAT)
+def heartbeat_branch(spark: SparkSession, table: str) -> DataFrame:
+    """The heartbeat stream: its own watermark (no delay) over the heartbeat rows' event time,
+    then no rows at all. The filter reads the event-time column, so Spark cannot push it below
+    the watermark, and a heartbeat moves event time without reaching any output."""
+    beats = spark.readStream.format("delta").table(table).withWatermark("event_time", "0 seconds")
+    return beats.where(F.col("event_time").isNull()).select(F.lit("heartbeat").alias(KIND))
+
+
+def _column(df: DataFrame, name: str) -> str:
+    return next(f.name for f in df.schema.fields if f.name.lower() == name.lower())
 
 
 def _refuse_rewrite(spark: SparkSession, plan: StreamPlan, checkpoint: Path) -> None:
@@ -348,25 +350,19 @@ def dirty_partitions(spark: SparkSession, plan: StreamPlan, sides: list[SourceBi
 
 # --- end of input and idle inputs -------------------------------------------------------------------
 
-def write_heartbeats(spark: SparkSession, plan: StreamPlan, beats: dict[str, int]) -> None:
-    """Append one heartbeat row per input (relation -> event time in µs), in one commit."""
-    rows = [spark.range(1).select(F.lit(rel).alias("input"),
-                                  F.timestamp_micros(F.lit(us)).alias("event_time"),
-                                  F.current_timestamp().alias("written_at"))
-            for rel, us in sorted(beats.items())]
-    if not rows:
-        return
-    frame = rows[0]
-    for more in rows[1:]:
-        frame = frame.unionByName(more)
-    frame.coalesce(1).write.format("delta").mode("append").saveAsTable(
-        heartbeat_table(plan.sink.table, plan.model))
+def write_heartbeat(spark: SparkSession, plan: StreamPlan, event_us: int, reason: str) -> None:
+    """Append one heartbeat row (its own Delta commit): event time moves to `event_us`."""
+    (spark.range(1).select(F.lit(reason).alias("reason"),
+                           F.timestamp_micros(F.lit(event_us)).alias("event_time"),
+                           F.current_timestamp().alias("written_at"))
+     .write.format("delta").mode("append").saveAsTable(heartbeat_table(plan.sink.table, plan.model)))
 
 
-def flush_heartbeats(spark: SparkSession, plan: StreamPlan, checkpoint: Path) -> dict[str, int]:
-    """The heartbeats that close every interval of the input read so far (empty: nothing to
-    close, or the watermark is already past it): each input's watermark lands at the newest
-    clean event time of all inputs plus `flush_margin` (plus a second for Spark's ms rounding)."""
+def flush_target(spark: SparkSession, plan: StreamPlan, checkpoint: Path) -> int | None:
+    """Where the end-of-input heartbeat puts event time (µs) so every interval of the rows
+    read so far closes: the newest clean event time of all inputs, plus `flush_margin` and the
+    largest watermark delay, plus a second for Spark's ms rounding. None: no rows, or the
+    watermark is past it already."""
     sides = [b for b in plan.sources if b.read == "stream"]
     newest = None
     for b in sides:
@@ -374,46 +370,45 @@ def flush_heartbeats(spark: SparkSession, plan: StreamPlan, checkpoint: Path) ->
         value = clean.agg(F.max(F.unix_micros(Q.event_times(clean, b, model=plan.model).event))).collect()[0][0]
         newest = value if newest is None or (value is not None and value > newest) else newest
     if newest is None:
-        return {}
+        return None
+    delay = max(b.watermark.delay_us if b.watermark else 0 for b in sides)
     target = newest + plan.flush_margin_us + FLUSH_SLACK_US
     if next_watermark_ms(checkpoint) * 1000 >= target:
-        return {}
-    return {b.relation: target + (b.watermark.delay_us if b.watermark else 0) for b in sides}
+        return None
+    return target + delay
 
 
 class IdleWatch(threading.Thread):
-    """For interval triggers: an input that brought no rows for `idle_timeout` gets a heartbeat
-    at the newest event time any input has shown, so it no longer holds the global watermark
-    (the minimum over inputs) back. It never moves event time past what some input showed."""
+    """For interval triggers: when no input brought rows for `idle_timeout`, event time is
+    taken to advance with the wall clock from the newest event time seen: a heartbeat at
+    `newest + idle time` (written again each further timeout), so pending padded rows and
+    intervals close instead of waiting for the next row. (An input idle while others bring rows
+    never holds the watermark back: the query's watermark is the maximum over inputs.)"""
 
-    def __init__(self, spark: SparkSession, plan: StreamPlan, sides: list[SourceBinding],
-                 fn: StatefulBatch, query):
+    def __init__(self, spark: SparkSession, plan: StreamPlan, fn: "StatefulBatch", query):
         super().__init__(name=f"sqlflow-idle-{plan.model}", daemon=True)
-        self.spark, self.plan, self.sides, self.fn, self.query = spark, plan, sides, fn, query
-        self.timeout = plan.idle_timeout_us / 1e6 if plan.idle_timeout_us else 0.0
-        self.sent: dict[str, int] = {}
+        self.spark, self.plan, self.fn, self.query = spark, plan, fn, query
+        self.timeout = (plan.idle_timeout_us or 0) / 1e6
+        self.sent = 0
 
     def run(self) -> None:
         while self.query.isActive:
             time.sleep(min(max(self.timeout / 4, 0.2), 5.0))
             try:
                 self.check()
-            except Exception:  # the query may have stopped under us; the next loop sees it
+            except Exception:  # the query may have stopped under us; the loop condition sees it
                 if self.query.isActive:
                     raise
 
     def check(self) -> None:
         known = [t for t in self.fn.newest_us if t is not None]
-        if not known:
+        idle = time.monotonic() - max(self.fn.last_rows_at)
+        if not known or idle < self.timeout:
             return
-        newest, now, beats = max(known), time.monotonic(), {}
-        for k, b in enumerate(self.sides):
-            idle = now - self.fn.last_rows_at[k] >= self.timeout
-            if idle and (self.fn.newest_us[k] or 0) < newest and self.sent.get(b.relation, 0) < newest:
-                beats[b.relation] = newest
-        if beats:
-            write_heartbeats(self.spark, self.plan, beats)
-            self.sent.update(beats)
+        event = max(known) + int(idle * 1e6)
+        if event - self.sent >= self.timeout * 1e6:
+            write_heartbeat(self.spark, self.plan, event, "idle")
+            self.sent = event
 
 
 # --- a bounded or endless run -----------------------------------------------------------------------
@@ -431,9 +426,9 @@ def run_stateful(ctx, plan: StreamPlan, *, trigger: str = AVAILABLE_NOW,
     reports = _run(ctx, plan, trigger, on_batch, after_sink)
     if trigger == AVAILABLE_NOW:
         checkpoint = Path(ctx.project_dir) / (plan.sink.checkpoint or f".sqlflow/checkpoints/{plan.model}")
-        beats = flush_heartbeats(ctx.spark, plan, checkpoint)
-        if beats:
-            write_heartbeats(ctx.spark, plan, beats)
+        target = flush_target(ctx.spark, plan, checkpoint)
+        if target is not None:
+            write_heartbeat(ctx.spark, plan, target, "flush")
             reports += _run(ctx, plan, trigger, on_batch, after_sink)
     return StreamResult(plan.model, tuple(reports), time.monotonic() - began)
 
