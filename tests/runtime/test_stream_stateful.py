@@ -233,3 +233,17 @@ def test_a_row_spark_drops_behind_the_watermark_marks_its_partition_dirty(spark,
     run_batch(s.batch, s.batch_plans["tight"])
     missing = spark.table(s.batch_plans["tight"].sink.table).exceptAll(spark.table(plan.sink.table))
     assert [r["req_id"] for r in missing.collect()] == ["c"]  # what repair will rewrite
+
+
+def test_the_stateful_plan_carries_its_flush_margin_and_idle_timeout(tmp_path):
+    """No Spark: the runtime's flush and idle heartbeats come from these plan fields."""
+    models = {"m.sql": "{{ config(materialized='streaming_table', partition_by=['dt'], "
+                       "stream_strategy='stateful', idle_timeout='90 seconds') }}\n" + SAMPLES,
+              "inc.sql": "{{ config(materialized='streaming_table', partition_by=['dt']) }}\n" + ATTRIBUTED}
+    root = make_project(tmp_path, models=models, yml={"sources.yml": ad_sources_yml("ods")})
+    result = compile_project(root, mode="stream")
+    result.raise_if_errors()
+    plan = result.plans["m"]
+    assert (plan.strategy, plan.flush_margin_us, plan.idle_timeout_us) == ("stateful", 20 * 60 * 10**6, 90 * 10**6)
+    assert [b.watermark.delay_us for b in plan.sources] == [10 * 60 * 10**6] * 2
+    assert (result.plans["inc"].flush_margin_us, result.plans["inc"].idle_timeout_us) == (0, None)
