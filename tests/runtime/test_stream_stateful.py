@@ -247,3 +247,24 @@ def test_the_stateful_plan_carries_its_flush_margin_and_idle_timeout(tmp_path):
     assert (plan.strategy, plan.flush_margin_us, plan.idle_timeout_us) == ("stateful", 20 * 60 * 10**6, 90 * 10**6)
     assert [b.watermark.delay_us for b in plan.sources] == [10 * 60 * 10**6] * 2
     assert (result.plans["inc"].flush_margin_us, result.plans["inc"].idle_timeout_us) == (0, None)
+
+
+def test_rows_behind_the_watermark_within_one_run_are_counted_like_spark_counts_them(spark, setup):
+    """In-run skew: one source commit per micro-batch, a newer chunk first, then an older one
+    (on time by its own ingest time). Our count of rows behind the watermark must equal
+    Spark's `numRowsDroppedByWatermark`, batch by batch, and every dropped row's partition
+    must be dirty."""
+    s = setup
+    plan = s.stream_plans["tight"]
+    plan = dataclasses.replace(plan, sources=tuple(
+        dataclasses.replace(b, max_files_per_trigger=1) for b in plan.sources))
+    append(spark, f"{s.ods}.imps", [imp("new", 1, at(2, 12, 0))], IMP_SCHEMA)
+    append(spark, f"{s.ods}.clicks", [click("new", at(2, 12, 1))], CLICK_SCHEMA)
+    append(spark, f"{s.ods}.imps", [imp("old", 1, at(1, 10, 0))], IMP_SCHEMA)
+    append(spark, f"{s.ods}.clicks", [click("old", at(1, 10, 1))], CLICK_SCHEMA)
+    append(spark, f"{s.ods}.clicks", [click("older", at(1, 9, 0))], CLICK_SCHEMA)
+    batches = run_stream(s.stream, plan, on_batch=lambda r: print(r.line())).batches
+    print([(b.batch_id, b.dropped, b.spark_dropped) for b in batches])
+    assert [b.dropped for b in batches] == [b.spark_dropped or 0 for b in batches]
+    assert sum(b.dropped for b in batches) >= 1  # at least the third batch's 09:00 click
+    assert {r["partition"] for r in log_rows(spark, plan.sink.table, "dirty")} == {"dt=2026-11-01"}
