@@ -2,12 +2,13 @@
 
 One Structured Streaming query per model, one checkpoint (`plan.sink.checkpoint`). Each stream
 input is read with `readStream.format("delta")`, split by the quarantine rule
-(`sqlflow.runtime.quarantine.split`, the rule every mode uses), and its clean rows, with the
-model's heartbeat rows added, get Spark's watermark (`allowed_lateness + skew_margin`, from the
-plan) and become the streaming view the plan's SQL reads. The model SQL runs unchanged, so an
+(`sqlflow.runtime.quarantine.split`, the rule every mode uses), and its clean rows get Spark's
+watermark (`allowed_lateness + skew_margin`, from the plan) and become the streaming view the
+plan's SQL reads. The model SQL runs unchanged, so an
 interval join is Spark's stream-stream join with watermarks on both sides.
 
-The query's output is one envelope, `unionByName` of three kinds of rows (`__kind`):
+The query's output is one envelope, `unionByName` of three kinds of rows (`__kind`; the
+heartbeat stream adds none):
 `out` (a model output row in `__o`), `quarantine` (a quarantine row in `__q`) and `input`
 (the event time `__t`, in µs, of every clean input row, `__side` = the input's index).
 `foreachBatch` (`StatefulBatch`) splits it and, for batch id `b`:
@@ -22,23 +23,25 @@ The query's output is one envelope, `unionByName` of three kinds of rows (`__kin
    in one append, idempotent per batch id.
 
 Heartbeats (DESIGN 2.6). Spark never moves a watermark at the end of bounded input, and an idle
-input holds the global watermark (the minimum over inputs) back. The runtime keeps a Delta table
-per model, `<sink schema>.__sqlflow_heartbeat__<model>` (`input`, `event_time`, `written_at`),
-read as one more stream. Its rows are added to their input's clean rows BEFORE the watermark
-(so they move event time) and removed right AFTER it, behind a non-deterministic projection:
-Spark pushes filters that do not read the event-time column below a watermark, and the model's
-WHERE or the IS NOT NULL Spark infers for join keys would otherwise drop a heartbeat before it
-counts. A heartbeat therefore never reaches a join, an aggregation or a sink, whatever the SQL,
-on the preserved side of an outer join too.
+input would hold the global watermark back under Spark's default (minimum) policy. The query
+runs with `multipleWatermarkPolicy = max` (the watermark follows the most advanced input; a row
+more than `allowed_lateness + skew_margin` behind it is dropped, detected and marked dirty) and
+reads one more stream: the model's heartbeat table `<sink schema>.__sqlflow_heartbeat__<model>`
+(`reason`, `event_time`, `written_at`), under its own watermark, then filtered out by a
+predicate on its event-time column. Spark pushes filters that do not read the event-time
+column below a watermark (we saw a heartbeat unioned into an input dropped by the model's WHERE
+and by the IS NOT NULL Spark infers for join keys, non-deterministic barrier or not), but not
+this one: a heartbeat moves event time and never reaches the model's SQL, a join, or a sink;
+it is never emitted, not even on the preserved side of an outer join.
 
-- End of input: a bounded run (`available-now`) processes every committed row, then writes one
-  heartbeat per input at `newest clean event time + flush_margin + delay (+1 s)` and runs again;
+- End of input: a bounded run (`available-now`) processes every committed row, then writes a
+  heartbeat at `newest clean event time + flush_margin + delay (+1 s)` and runs again;
   Spark runs a no-data micro-batch once the watermark moved, evicting every join state row and
   emitting every padded row. A later row older than that watermark is dropped by Spark (and its
   partitions marked dirty): a bounded run is an end of input.
-- Idle inputs (interval triggers, `idle_timeout`): an input without new rows for the timeout
-  gets a heartbeat at the newest event time any input has shown, so it stops holding the
-  watermark back.
+- Idle inputs (interval triggers, `idle_timeout`): when no input brought rows for the
+  timeout, event time advances with the wall clock from the newest event time seen
+  (`IdleWatch`), so padded rows do not wait for the next row forever.
 """
 
 from __future__ import annotations
@@ -172,7 +175,10 @@ def start(ctx, plan: StreamPlan, *, trigger: str = AVAILABLE_NOW,
     try:
         query = writer.start()
     finally:
-        spark.conf.unset(POLICY) if before is None else spark.conf.set(POLICY, before)
+        if before is None:
+            spark.conf.unset(POLICY)
+        else:
+            spark.conf.set(POLICY, before)
     if trigger != AVAILABLE_NOW and plan.idle_timeout_us:
         IdleWatch(ctx.spark, plan, fn, query).start()
     return query, fn
