@@ -268,3 +268,30 @@ def test_rows_behind_the_watermark_within_one_run_are_counted_like_spark_counts_
     assert [b.dropped for b in batches] == [b.spark_dropped or 0 for b in batches]
     assert sum(b.dropped for b in batches) >= 1  # at least the third batch's click
     assert {r["partition"] for r in log_rows(spark, plan.sink.table, "dirty")} == {"dt=2026-11-01"}
+
+
+def test_an_idle_timeout_closes_pending_intervals_under_an_interval_trigger(spark, setup):
+    """A running query (interval trigger) whose inputs go quiet: after `idle_timeout` the
+    unmatched impression is emitted padded, and the sink equals the batch plan."""
+    import time
+
+    from sqlflow.runtime.stream import start
+
+    s = setup
+    plan = dataclasses.replace(s.stream_plans["samples"], idle_timeout_us=2_000_000)
+    append(spark, f"{s.ods}.imps", [imp("x", 1, at(1, 10, 0)), imp("y", 1, at(1, 11, 0))], IMP_SCHEMA)
+    append(spark, f"{s.ods}.clicks", [click("x", at(1, 10, 5))], CLICK_SCHEMA)
+    query, fn = start(s.stream, plan, trigger="1 second")
+    try:
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline and fn.error is None and not (
+                spark.catalog.tableExists(plan.sink.table)
+                and spark.table(plan.sink.table).where("req_id = 'y'").take(1)):
+            time.sleep(2)
+        assert query.isActive
+    finally:
+        query.stop()
+    assert fn.error is None
+    want = s.batch_plans["samples"]
+    run_batch(s.batch, want)
+    assert_same(spark, plan.sink.table, want.sink.table)

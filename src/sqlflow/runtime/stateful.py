@@ -35,13 +35,13 @@ this one: a heartbeat moves event time and never reaches the model's SQL, a join
 it is never emitted, not even on the preserved side of an outer join.
 
 - End of input: a bounded run (`available-now`) processes every committed row, then writes a
-  heartbeat at `newest clean event time + flush_margin + delay (+1 s)` and runs again;
+  heartbeat at `newest clean event time + flush_margin (+1 s)` and runs again;
   Spark runs a no-data micro-batch once the watermark moved, evicting every join state row and
   emitting every padded row. A later row older than that watermark is dropped by Spark (and its
   partitions marked dirty): a bounded run is an end of input.
 - Idle inputs (interval triggers, `idle_timeout`): when no input brought rows for the
-  timeout, event time advances with the wall clock from the newest event time seen
-  (`IdleWatch`), so padded rows do not wait for the next row forever.
+  timeout, `IdleWatch` writes the same heartbeat, closing everything as if the watermark had
+  passed, so padded rows do not wait for the next row forever.
 """
 
 from __future__ import annotations
@@ -365,31 +365,26 @@ def write_heartbeat(spark: SparkSession, plan: StreamPlan, event_us: int, reason
 
 
 def flush_target(spark: SparkSession, plan: StreamPlan, checkpoint: Path) -> int | None:
-    """Where the end-of-input heartbeat puts event time (µs) so every interval of the rows
-    read so far closes: the newest clean event time of all inputs, plus `flush_margin` and the
-    largest watermark delay, plus a second for Spark's ms rounding. None: no rows, or the
-    watermark is past it already."""
-    sides = [b for b in plan.sources if b.read == "stream"]
+    """Where the end-of-input heartbeat puts the watermark (µs; the heartbeat stream has no
+    delay) so every interval of the rows read so far closes: the newest clean event time of
+    all inputs plus `flush_margin`, plus a second for Spark's ms rounding. None: no rows, or
+    the watermark is there already."""
     newest = None
-    for b in sides:
+    for b in (b for b in plan.sources if b.read == "stream"):
         clean = Q.split(spark.table(b.relation), b, model=plan.model, origin="flush").clean
         value = clean.agg(F.max(F.unix_micros(Q.event_times(clean, b, model=plan.model).event))).collect()[0][0]
         newest = value if newest is None or (value is not None and value > newest) else newest
     if newest is None:
         return None
-    delay = max(b.watermark.delay_us if b.watermark else 0 for b in sides)
     target = newest + plan.flush_margin_us + FLUSH_SLACK_US
-    if next_watermark_ms(checkpoint) * 1000 >= target:
-        return None
-    return target + delay
+    return None if next_watermark_ms(checkpoint) * 1000 >= target else target
 
 
 class IdleWatch(threading.Thread):
-    """For interval triggers: when no input brought rows for `idle_timeout`, event time is
-    taken to advance with the wall clock from the newest event time seen: a heartbeat at
-    `newest + idle time` (written again each further timeout), so pending padded rows and
-    intervals close instead of waiting for the next row. (An input idle while others bring rows
-    never holds the watermark back: the query's watermark is the maximum over inputs.)"""
+    """For interval triggers: when no input brought rows for `idle_timeout`, close everything
+    as if the watermark had passed (DESIGN 2.6): the same heartbeat as the end of a bounded run.
+    (One input idle while others bring rows never holds the watermark back: the query's
+    watermark is the maximum over inputs.)"""
 
     def __init__(self, spark: SparkSession, plan: StreamPlan, fn: "StatefulBatch", query):
         super().__init__(name=f"sqlflow-idle-{plan.model}", daemon=True)
@@ -407,14 +402,14 @@ class IdleWatch(threading.Thread):
                     raise
 
     def check(self) -> None:
-        known = [t for t in self.fn.newest_us if t is not None]
-        idle = time.monotonic() - max(self.fn.last_rows_at)
-        if not known or idle < self.timeout:
+        if all(t is None for t in self.fn.newest_us):
+            return  # nothing read in this run: nothing pending here
+        if time.monotonic() - max(self.fn.last_rows_at) < self.timeout:
             return
-        event = max(known) + int(idle * 1e6)
-        if event - self.sent >= self.timeout * 1e6:
-            write_heartbeat(self.spark, self.plan, event, "idle")
-            self.sent = event
+        target = flush_target(self.spark, self.plan, self.fn.checkpoint)
+        if target is not None and target > self.sent:
+            write_heartbeat(self.spark, self.plan, target, "idle")
+            self.sent = target
 
 
 # --- a bounded or endless run -----------------------------------------------------------------------
