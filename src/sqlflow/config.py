@@ -145,6 +145,7 @@ class ModelConfig(BaseModel):
     # sqlflow
     stream_strategy: Literal["incremental", "stateful"] = "incremental"
     skew_margin: Duration = timedelta(0)
+    idle_timeout: Duration | None = None
     trigger: Annotated[Literal["available-now", "once"] | timedelta | None,
                        BeforeValidator(_trigger)] = None
     event_time: str | None = None

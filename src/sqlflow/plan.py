@@ -130,6 +130,8 @@ class StreamPlan:
     event_time: str | None = None
     mode: Mode = "stream"
     warnings: tuple[str, ...] = ()
+    idle_timeout_us: int | None = None  # no new input rows this long: close as at end of input
+    flush_margin_us: int = 0  # stateful: sum of the stream joins' widest bounds (end-of-input flush)
 
     def to_dict(self) -> dict[str, Any]:
         return _to_dict(self)

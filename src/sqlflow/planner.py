@@ -69,8 +69,11 @@ def _stream_plan(rendered: Any, ir: ModelIR, table: str, partition_by: tuple[str
         }
         sql = spark_sql(bind_relations(ir.ast, {r: b.view for r, b in bindings.items()}))
         padding: tuple[str, ...] = ()
+        flush = sum(max(abs(j.interval.lower_us), abs(j.interval.upper_us)) for j in stream_joins(ir)
+                    if j.interval is not None and j.interval.bounded)
     else:
         bindings, sql, padding = _incremental(ir, streams)
+        flush = 0
     sources = tuple(bindings.get(i.relation) or _static(i) for i in _inputs(ir))
     return StreamPlan(
         model=rendered.name, path=rendered.path, materialized=config.materialized,
@@ -80,6 +83,8 @@ def _stream_plan(rendered: Any, ir: ModelIR, table: str, partition_by: tuple[str
                   file_format=config.file_format or "delta"),
         quarantine=quarantine, trigger=_trigger(config.trigger), padding_sql=padding,
         event_time=config.event_time or ir.event_time, warnings=warnings,
+        idle_timeout_us=micros(config.idle_timeout) if config.idle_timeout else None,
+        flush_margin_us=flush,
     )
 
 

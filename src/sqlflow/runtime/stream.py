@@ -55,6 +55,9 @@ class StreamResult:
 def check_plan(spark: SparkSession, plan: StreamPlan) -> None:
     """Refuse what this runtime cannot run yet, before a query starts."""
     where = Location(plan.path)
+    if plan.strategy == "stateful":
+        from sqlflow.runtime import stateful
+        return stateful.check(spark, plan)
     if plan.strategy != "incremental":
         raise SqlflowError(f"model `{plan.model}`: stream_strategy `{plan.strategy}` has no runtime yet",
                            location=where, hint="use the default stream_strategy `incremental`")
@@ -79,6 +82,10 @@ def start(ctx, plan: StreamPlan, *, trigger: str = AVAILABLE_NOW,
     if isinstance(plan, RoutedPlan):  # fan-out fusion: one query for a routed group
         from sqlflow.runtime.routing import start as start_routed
         return start_routed(ctx, plan, trigger=trigger, on_batch=on_batch)
+
+    if plan.strategy == "stateful":
+        from sqlflow.runtime import stateful
+        return stateful.start(ctx, plan, trigger=trigger, on_batch=on_batch, after_sink=after_sink)
     spark = ctx.spark
     check_plan(spark, plan)
     sides = [b for b in plan.sources if b.read == "stream"]
@@ -125,6 +132,9 @@ def run_stream(ctx, plan: StreamPlan, *, trigger: str = AVAILABLE_NOW,
     """Run one model's query until it stops (available-now: when every input row is processed;
     an interval trigger: until interrupted). A failure inside a micro-batch is re-raised as
     it was raised (a SqlflowError stays one); the checkpoint lets the next run resume."""
+    if plan.strategy == "stateful":
+        from sqlflow.runtime.stateful import run_stateful
+        return run_stateful(ctx, plan, trigger=trigger, on_batch=on_batch, after_sink=after_sink)
     began = time.monotonic()
     query, fn = start(ctx, plan, trigger=trigger, on_batch=on_batch, after_sink=after_sink,
                       after_state=after_state)
