@@ -82,7 +82,6 @@ def start(ctx, plan: StreamPlan, *, trigger: str = AVAILABLE_NOW,
     if isinstance(plan, RoutedPlan):  # fan-out fusion: one query for a routed group
         from sqlflow.runtime.routing import start as start_routed
         return start_routed(ctx, plan, trigger=trigger, on_batch=on_batch)
-
     if plan.strategy == "stateful":
         from sqlflow.runtime import stateful
         return stateful.start(ctx, plan, trigger=trigger, on_batch=on_batch, after_sink=after_sink)
