@@ -145,6 +145,9 @@ class ModelConfig(BaseModel):
     # sqlflow
     stream_strategy: Literal["incremental", "stateful"] = "incremental"
     skew_margin: Duration = timedelta(0)
+    # incremental outer joins: pad rows whose other side got no rows for this long, as closed
+    # by the busy side's ingest frontier (docs/semantics.md); None: wait for the other side
+    idle_timeout: Duration | None = None
     trigger: Annotated[Literal["available-now", "once"] | timedelta | None,
                        BeforeValidator(_trigger)] = None
     event_time: str | None = None
