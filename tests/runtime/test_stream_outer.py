@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import random
 import re
+import threading
 import time
 from datetime import timedelta
 
@@ -209,25 +210,35 @@ def assert_same_where(spark, got_table, want_table, where):
 
 
 def test_an_idle_side_times_out_and_its_rows_are_padded_while_the_query_runs(spark, setup):
+    """No click ever arrives: with an interval trigger, the run loop's idle check pads the
+    impressions the impressions' own frontier closes, while the query keeps running."""
     s = setup
     plan = s.stream_plans["idle_samples"]
     assert plan.idle_timeout_us == 1_000_000
-    # impressions over two hours; no click ever: the impressions' own frontier (12:00) closes
-    # those before 12:00 - 10 min (clicks' lateness) - 20 min (the bound), i.e. before 11:30
+    # frontier 12:00: closed are the impressions before 12:00 - 10 min (the clicks' lateness)
+    # - 20 min (the bound) = 11:30, to the µs
     times = [at(1, 10, 0), at(1, 11, 0), at(1, 11, 29, 59, 999_999), at(1, 11, 30), at(1, 12, 0)]
     append(spark, f"{s.ods}.imps", [imp(f"r{k}", 1, t) for k, t in enumerate(times)], IMP_SCHEMA)
-    from sqlflow.runtime import stream
+    reports, results, errors = [], [], []
 
-    query, fn = start(s.stream, plan, trigger="1 second")
+    def run():
+        try:
+            results.append(run_stream(s.stream, plan, trigger="1 second", on_batch=reports.append))
+        except BaseException as exc:  # noqa: BLE001 - shown by the assert below
+            errors.append(exc)
+
+    thread = threading.Thread(target=run)
+    thread.start()
     try:
-        query.processAllAvailable()
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and not any(r.kind == "idle" for r in fn.reports):
-            assert query.isActive
-            fn.idle_check(lambda: stream._settled(fn.checkpoint))
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline and not errors and not any(r.kind == "idle" for r in reports):
             time.sleep(0.5)
+        padded_while_running = {r["req_id"] for r in spark.table(plan.sink.table).collect()}
     finally:
-        query.stop()
-    assert [r.kind for r in fn.reports].count("idle") == 1
-    got = {r["req_id"] for r in spark.table(plan.sink.table).collect()}
-    assert got == {"r0", "r1", "r2"}
+        for query in spark.streams.active:
+            if query.name == f"sqlflow_{plan.model}":
+                query.stop()
+        thread.join(120)
+    assert not errors and results, errors
+    assert [r.kind for r in results[0].batches] == ["batch", "idle"]
+    assert padded_while_running == {"r0", "r1", "r2"}

@@ -28,6 +28,7 @@ keeps them and `foreachBatch` apart (they share temp views and the sink).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import threading
 import time
@@ -163,8 +164,8 @@ class MicroBatch:
                 padding.record(spark, self.progress, batch_id, 0, "batch", now)
             if self.after_state:
                 self.after_state(batch_id)
-            self._log(spark, out, BatchId(app, batch_id), dirty, inputs=self._offsets(batch_id),
-                      quarantined=quarantined, late=reasons.get("late", 0))
+            out = self._log(spark, out, BatchId(app, batch_id), dirty, inputs=self._offsets(batch_id),
+                            quarantined=quarantined, late=reasons.get("late", 0))
         finally:
             df.unpersist()
             self._drop_views(spark)
@@ -196,15 +197,18 @@ class MicroBatch:
         """The batch's rows plus the padded rows this step closes; the step's progress; the
         padded row counts; and the dirty partitions a new row reveals."""
         prev = padding.read_progress(spark, self.progress, before=(batch_id, 0))
-        seen = {b.relation: self._max_ingest(clean[b.relation], b) for b in self.sides}
-        now = padding.advance(prev, self.outer, self.sides, batch_id, seen)
+        now = padding.advance(prev, self.outer, self.sides, batch_id, self._max_ingest(clean))
         index = {b.relation: k for k, b in enumerate(self.sides)}
         dirty = []
         for side in self.outer:
-            if counts.get(index[side.other.relation]):
+            closed_any = prev.cutoff_of(side.binding.relation) is not None or prev.flushed >= 0
+            if closed_any and counts.get(index[side.other.relation]):
                 dirty += self._diverged(spark, side, batch_id, clean[side.other.relation], prev)
         frames, pads = [rows], []
         for side in self.outer:
+            if now.cutoff_of(side.binding.relation) is None and now.flushed == prev.flushed:
+                pads.append(0)  # no frontier of the other side yet: nothing closes
+                continue
             pending = padding.pending_of(spark, side, self.state_tables, self.schemas, batch_id,
                                          clean[side.binding.relation], prev, now).persist()
             other = padding.other_rows(spark, side, self.state_tables, self.schemas, batch_id, pending)
@@ -215,11 +219,16 @@ class MicroBatch:
             frames.append(pad)
         return reduce(DataFrame.unionByName, frames), now, pads, dirty
 
-    def _max_ingest(self, rows: DataFrame, b: SourceBinding) -> int | None:
-        if not b.ingest_time:
-            return None
-        ingest = Q.event_times(rows, b, model=self.plan.model).ingest
-        return rows.agg(F.max(F.unix_micros(ingest))).collect()[0][0]
+    def _max_ingest(self, clean: dict[str, DataFrame]) -> dict[str, int | None]:
+        """Each input's max ingest time (µs) over its clean new rows, in one Spark job."""
+        parts = [clean[b.relation].select(
+            F.lit(b.relation).alias("relation"),
+            F.unix_micros(Q.event_times(clean[b.relation], b, model=self.plan.model).ingest).alias("us"))
+            for b in self.sides if b.ingest_time]
+        if not parts:
+            return {}
+        rows = reduce(DataFrame.unionByName, parts).groupBy("relation").agg(F.max("us")).collect()
+        return {r[0]: r[1] for r in rows}
 
     def _diverged(self, spark: SparkSession, side: padding.Side, batch_id: int,
                   new: DataFrame, prev: padding.Progress) -> list[tuple[str, int, str]]:
@@ -323,7 +332,7 @@ class MicroBatch:
                     other, padding.empty(spark, self.schemas[o.relation])))
             batch = BatchId(f"{self.app_id()}__close", now.batch * padding.CLOSE_STEP + now.seq)
             out = write(spark, plan.sink, reduce(DataFrame.unionByName, frames), batch=batch)
-            self._log(spark, out, batch, [], inputs={}, quarantined=0, late=0)
+            out = self._log(spark, out, batch, [], inputs={}, quarantined=0, late=0)
             padding.mark_done(spark, self.progress, now.batch, now.seq, kind)
         finally:
             self._drop_views(spark)
@@ -335,11 +344,13 @@ class MicroBatch:
     # --- commit log -------------------------------------------------------------------------------
 
     def _log(self, spark: SparkSession, out: WriteResult, batch: BatchId,
-             dirty: list[tuple[str, int, str]], **fields) -> None:
+             dirty: list[tuple[str, int, str]], **fields) -> WriteResult:
         """The commit-log rows of one sink write (and its dirty partitions), once per batch id.
-        A replayed write was skipped by Delta: its partitions are read from its commit."""
+        A replayed write was skipped by Delta: its partitions are read from its commit, and
+        returned (marked skipped) for the batch's report."""
         if out.skipped:
-            out = _find_commit(spark, self.plan.sink, batch) or out
+            found = _find_commit(spark, self.plan.sink, batch)
+            out = dataclasses.replace(found, skipped=True) if found else out
         entries = []
         if out.version is not None:
             entries = commitlog.write_entries(out, mode="stream", model=self.plan.model,
@@ -348,6 +359,7 @@ class MicroBatch:
                                     run_id=batch.app_id, batch_id=batch.batch_id, rows=n, reason=why)
                     for spec, n, why in dirty]
         commitlog.append(spark, entries, batch=batch)
+        return out
 
     def _offsets(self, batch_id: int) -> dict[str, dict]:
         """Each input's Delta source offsets before and after this batch (from the
