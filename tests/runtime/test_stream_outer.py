@@ -28,7 +28,7 @@ from sqlflow.context import Context
 from sqlflow.errors import SqlflowError
 from sqlflow.runtime import commitlog
 from sqlflow.runtime.batch import run_batch
-from sqlflow.runtime.stream import run_stream, start
+from sqlflow.runtime.stream import run_stream
 
 pytestmark = pytest.mark.spark
 

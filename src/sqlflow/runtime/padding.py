@@ -112,11 +112,8 @@ class Progress:
     def cutoff_of(self, relation: str) -> int | None:
         return dict(self.cutoff).get(relation)
 
-    def closed(self, batch: Column, t_us: Column) -> Column:
-        """Rows (arrival batch, event time µs) closed by this step."""
-        return _closed(batch, t_us, self.batch, self.flushed, None)
-
     def closed_for(self, relation: str, batch: Column, t_us: Column) -> Column:
+        """Rows of `relation` (arrival batch, event time µs) closed at this step."""
         return _closed(batch, t_us, self.batch, self.flushed, self.cutoff_of(relation))
 
 
