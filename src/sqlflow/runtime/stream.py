@@ -172,7 +172,9 @@ def _wait(running) -> None:
         for query, fn in running:
             if query.isActive and fn.plan.idle_timeout_us is not None:
                 fn.idle_check(lambda fn=fn: _settled(fn.checkpoint))
-        next(q for q, _ in running if q.isActive).awaitTermination(poll)
+        active = [q for q, _ in running if q.isActive]  # one may stop meanwhile
+        if active:
+            active[0].awaitTermination(poll)
 
 
 def _settled(checkpoint: Path | None) -> bool:
