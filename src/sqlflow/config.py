@@ -145,6 +145,8 @@ class ModelConfig(BaseModel):
     # sqlflow
     stream_strategy: Literal["incremental", "stateful"] = "incremental"
     skew_margin: Duration = timedelta(0)
+    # interval triggers: after an input got no rows for this long, close what its silence holds
+    # open (incremental: pad by the busy side's frontier; stateful: a heartbeat). None: wait
     idle_timeout: Duration | None = None
     trigger: Annotated[Literal["available-now", "once"] | timedelta | None,
                        BeforeValidator(_trigger)] = None

@@ -127,6 +127,7 @@ class StreamPlan:
     quarantine: str
     trigger: str
     padding_sql: tuple[str, ...] = ()  # incremental outer joins: emits closed unmatched rows
+    idle_timeout_us: int | None = None  # incremental outer joins: see config `idle_timeout`
     event_time: str | None = None
     mode: Mode = "stream"
     warnings: tuple[str, ...] = ()

@@ -82,6 +82,7 @@ def _stream_plan(rendered: Any, ir: ModelIR, table: str, partition_by: tuple[str
                   checkpoint=f"{STATE_DIR}/checkpoints/{rendered.name}",
                   file_format=config.file_format or "delta"),
         quarantine=quarantine, trigger=_trigger(config.trigger), padding_sql=padding,
+        idle_timeout_us=micros(config.idle_timeout) if config.idle_timeout is not None else None,
         event_time=config.event_time or ir.event_time, warnings=warnings,
         idle_timeout_us=micros(config.idle_timeout) if config.idle_timeout else None,
         flush_margin_us=flush,

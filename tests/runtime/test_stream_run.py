@@ -233,11 +233,6 @@ def test_a_crash_inside_a_micro_batch_is_replayed_exactly_once(spark, setup, poi
     assert_same(spark, plan.quarantine, quarantine, drop=("origin",))
 
 
-def test_outer_joins_are_refused_for_now(spark, setup):
-    with pytest.raises(SqlflowError, match="outer interval joins in stream mode are not available"):
-        run_stream(setup.stream, setup.stream_plans["samples"])
-
-
 def test_cli_runs_a_bounded_stream_and_prints_each_micro_batch(spark, setup):
     from click.testing import CliRunner
 

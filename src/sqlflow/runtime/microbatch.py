@@ -8,29 +8,44 @@ input k as a struct, NULL for the others: see `sqlflow.runtime.stream`). For bat
 2. register the clean new rows as the input's delta view;
 3. for each joined input, register its old view: the state table's rows of batches `< b`,
    pruned to the event-time range the other side's new rows can match;
-4. run the plan's SQL and append the result to the sink, idempotent per batch id;
-5. append the clean new rows of each joined input to its state table, idempotent per batch id.
+4. run the plan's SQL; for an outer join of two streams add the preserved rows this step
+   closes that match nothing, padded (`sqlflow.runtime.padding`), and find the padded rows
+   a new row would have matched (dirty partitions); append it all to the sink in one write,
+   idempotent per batch id;
+5. append the clean new rows of each joined input to its state table, idempotent per batch id,
+   and record the step's ingest frontiers and cutoffs (outer joins);
+6. append the commit-log rows of the batch (`write` per partition, `dirty` per diverged
+   partition), idempotent per batch id.
 
 Sink before state, and the old view reads batches `< b` only: whichever write a crash
 interrupted, a replay of `b` (same rows, Spark replays an uncommitted batch with the same
 offsets) skips what was committed and redoes the rest, and never sees its own rows as old.
+
+Between micro-batches the run loop calls `flush` (end of a bounded run) and `idle_check`
+(interval triggers): steps that pad without new rows (`sqlflow.runtime.padding`). A lock
+keeps them and `foreachBatch` apart (they share temp views and the sink).
 """
 
 from __future__ import annotations
 
+import dataclasses
+import json
+import threading
 import time
 from dataclasses import dataclass
 from functools import reduce
+from pathlib import Path
 from typing import Callable
 
-from pyspark.sql import Column, DataFrame
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType, TimestampType
 
 from sqlflow.plan import Sink, SourceBinding, StreamPlan
+from sqlflow.runtime import commitlog, padding
 from sqlflow.runtime import quarantine as Q
 from sqlflow.runtime import state
-from sqlflow.runtime.sinks import BatchId, write
+from sqlflow.runtime.sinks import BatchId, WriteResult, committed, table_version, write
 
 SIDE = "__side"
 
@@ -41,7 +56,8 @@ def side_column(k: int) -> str:
 
 @dataclass(frozen=True)
 class BatchReport:
-    """What one micro-batch did: new rows per input, rows appended, rows quarantined."""
+    """What one micro-batch (or a flush/idle step between them) did: new rows per input, rows
+    appended (padded ones among them), rows quarantined, partitions found dirty."""
 
     model: str
     batch_id: int
@@ -50,12 +66,21 @@ class BatchReport:
     quarantined: int
     replayed: bool  # the sink already had this batch id (a restart after a crash)
     seconds: float
+    kind: str = "batch"  # batch | flush | idle
+    padded: int = 0
+    dirty: tuple[tuple[str, str], ...] = ()  # (partition, reason)
 
     def line(self) -> str:
-        ins = ", ".join(f"{r} +{n:,}" for r, n in self.rows_in)
         note = " (replay: sink already written)" if self.replayed else ""
-        return (f"{self.model} batch {self.batch_id}: in {ins}; out {self.rows_out:,}; "
-                f"quarantined {self.quarantined:,}{note} ({self.seconds:.1f}s)")
+        dirty = "".join(f"; DIRTY {p or '(table)'}: {r}" for p, r in self.dirty)
+        if self.kind != "batch":
+            what = "end-of-input flush" if self.kind == "flush" else "idle timeout"
+            return (f"{self.model} {what} after batch {self.batch_id}: padded {self.padded:,}"
+                    f"{note} ({self.seconds:.1f}s)")
+        ins = ", ".join(f"{r} +{n:,}" for r, n in self.rows_in)
+        pad = f" ({self.padded:,} padded)" if self.padded else ""
+        return (f"{self.model} batch {self.batch_id}: in {ins}; out {self.rows_out:,}{pad}; "
+                f"quarantined {self.quarantined:,}{note}{dirty} ({self.seconds:.1f}s)")
 
 
 class MicroBatch:
@@ -63,23 +88,34 @@ class MicroBatch:
 
     `app_id` names the query in every idempotent write (the sink's `txnAppId`); `after_sink`
     and `after_state` are called with the batch id right after the sink write and after the
-    state appends (hooks for progress and crash tests).
+    state appends (hooks for progress and crash tests). `checkpoint` (the query's folder)
+    gives each batch's input offsets for the commit log; `spark` is needed for the steps
+    between micro-batches.
     """
 
     def __init__(self, plan: StreamPlan, sides: list[SourceBinding], schemas: dict[str, StructType],
                  state_tables: dict[str, str], app_id: Callable[[], str],
                  on_batch: Callable[[BatchReport], None] | None = None,
                  after_sink: Callable[[int], None] | None = None,
-                 after_state: Callable[[int], None] | None = None):
+                 after_state: Callable[[int], None] | None = None,
+                 *, checkpoint: Path | None = None, spark: SparkSession | None = None):
         self.plan, self.sides, self.schemas = plan, sides, schemas
         self.state_tables, self.app_id = state_tables, app_id
         self.on_batch, self.after_sink, self.after_state = on_batch, after_sink, after_state
+        self.checkpoint, self.spark = checkpoint, spark
+        self.outer = padding.sides(plan)
+        self.progress = padding.progress_table(plan.sink.table, plan.model)
         self.reports: list[BatchReport] = []
         self.error: BaseException | None = None
+        self.lock = threading.RLock()
+        self._cached: list[DataFrame] = []  # padding frames of the running step
+        began = time.monotonic()
+        self.last_rows = {b.relation: began for b in sides}  # when each input last brought rows
 
     def __call__(self, df: DataFrame, batch_id: int) -> None:
         try:
-            self._run(df, batch_id)
+            with self.lock:
+                self._run(df, batch_id)
         except BaseException as exc:  # kept: Spark wraps it in a StreamingQueryException
             self.error = exc
             raise
@@ -90,6 +126,9 @@ class MicroBatch:
         df = df.persist()
         try:
             counts = {r[SIDE]: r["count"] for r in df.groupBy(SIDE).count().collect()}
+            for k, b in enumerate(self.sides):
+                if counts.get(k):
+                    self.last_rows[b.relation] = began
             clean, parts = {}, []
             for k, b in enumerate(self.sides):
                 rows = df.where(F.col(SIDE) == k).select(f"{side_column(k)}.*")
@@ -99,7 +138,9 @@ class MicroBatch:
                 parts.append(split.quarantine)
             app = self.app_id()
             bad = reduce(DataFrame.unionByName, parts)
-            quarantined = bad.count()  # over the cached batch: cheaper than an empty commit
+            # over the cached batch: cheaper than an empty commit
+            reasons = {r["reason"]: r["count"] for r in bad.groupBy("reason").count().collect()}
+            quarantined = sum(reasons.values())
             if quarantined:
                 q_sink = Sink(plan.quarantine, "append_once", Q.PARTITION_BY)
                 write(spark, q_sink, bad, batch=BatchId(f"{app}__quarantine", batch_id))
@@ -109,26 +150,228 @@ class MicroBatch:
                     old = state.older(spark, self.state_tables[b.relation],
                                       self.schemas[b.relation], batch_id, keep)
                     old.createOrReplaceTempView(b.old_view)
-            out = write(spark, plan.sink, spark.sql(plan.sql), batch=BatchId(app, batch_id))
+            rows = spark.sql(plan.sql)  # analysed now: the views may be rebound below
+            now, pads, dirty = None, [], []
+            if self.outer:
+                rows, now, pads, dirty = self._outer(spark, rows, batch_id, clean, counts)
+            out = write(spark, plan.sink, rows, batch=BatchId(app, batch_id))
             if self.after_sink:
                 self.after_sink(batch_id)
             for k, b in enumerate(self.sides):
                 if b.relation in self.state_tables and counts.get(k):
                     state.append(spark, self.state_tables[b.relation], clean[b.relation], batch_id)
+            if now is not None:
+                padding.record(spark, self.progress, batch_id, 0, "batch", now)
             if self.after_state:
                 self.after_state(batch_id)
+            out = self._log(spark, out, BatchId(app, batch_id), dirty, inputs=self._offsets(batch_id),
+                            quarantined=quarantined, late=reasons.get("late", 0))
         finally:
             df.unpersist()
-            for b in self.sides:
-                for view in (b.view, b.old_view):
-                    if view:
-                        spark.catalog.dropTempView(view)
+            self._drop_views(spark)
+        padded_rows = sum(pads)
         report = BatchReport(
             plan.model, batch_id, tuple((b.relation, counts.get(k, 0)) for k, b in enumerate(self.sides)),
-            out.rows, quarantined, out.skipped, time.monotonic() - began)
+            out.rows, quarantined, out.skipped, time.monotonic() - began,
+            padded=padded_rows, dirty=tuple((p, r) for p, _, r in dirty))
+        self._report(report)
+
+    def _report(self, report: BatchReport) -> None:
         self.reports.append(report)
         if self.on_batch:
             self.on_batch(report)
+
+    def _drop_views(self, spark: SparkSession) -> None:
+        for frame in self._cached:
+            frame.unpersist()
+        self._cached.clear()
+        for b in self.sides:
+            for view in (b.view, b.old_view, b.pending_view):
+                if view:
+                    spark.catalog.dropTempView(view)
+
+    # --- outer joins ------------------------------------------------------------------------------
+
+    def _outer(self, spark: SparkSession, rows: DataFrame, batch_id: int,
+               clean: dict[str, DataFrame], counts: dict[int, int]):
+        """The batch's rows plus the padded rows this step closes; the step's progress; the
+        padded row counts; and the dirty partitions a new row reveals."""
+        prev = padding.read_progress(spark, self.progress, before=(batch_id, 0))
+        now = padding.advance(prev, self.outer, self.sides, batch_id, self._max_ingest(clean))
+        index = {b.relation: k for k, b in enumerate(self.sides)}
+        dirty = []
+        for side in self.outer:
+            closed_any = prev.cutoff_of(side.binding.relation) is not None or prev.flushed >= 0
+            if closed_any and counts.get(index[side.other.relation]):
+                dirty += self._diverged(spark, side, batch_id, clean[side.other.relation], prev)
+        frames, pads = [rows], []
+        for side in self.outer:
+            if now.cutoff_of(side.binding.relation) is None and now.flushed == prev.flushed:
+                pads.append(0)  # no frontier of the other side yet: nothing closes
+                continue
+            pending = padding.pending_of(spark, side, self.state_tables, self.schemas, batch_id,
+                                         clean[side.binding.relation], prev, now).persist()
+            other = padding.other_rows(spark, side, self.state_tables, self.schemas, batch_id, pending)
+            pad = padding.padded(spark, side, padding.without_batch(pending, self.schemas[side.binding.relation]),
+                                 other, clean[side.other.relation]).persist()
+            self._cached += [pending, pad]
+            pads.append(pad.count())
+            frames.append(pad)
+        return reduce(DataFrame.unionByName, frames), now, pads, dirty
+
+    def _max_ingest(self, clean: dict[str, DataFrame]) -> dict[str, int | None]:
+        """Each input's max ingest time (µs) over its clean new rows, in one Spark job."""
+        parts = [clean[b.relation].select(
+            F.lit(b.relation).alias("relation"),
+            F.unix_micros(Q.event_times(clean[b.relation], b, model=self.plan.model).ingest).alias("us"))
+            for b in self.sides if b.ingest_time]
+        if not parts:
+            return {}
+        rows = reduce(DataFrame.unionByName, parts).groupBy("relation").agg(F.max("us")).collect()
+        return {r[0]: r[1] for r in rows}
+
+    def _diverged(self, spark: SparkSession, side: padding.Side, batch_id: int,
+                  new: DataFrame, prev: padding.Progress) -> list[tuple[str, int, str]]:
+        """Partitions of padded rows (of P's rows closed before this batch, with no match
+        among O's older rows) that O's new rows match: (partition, rows, reason)."""
+        p, o = side.binding, side.other
+        ps, os_ = self.schemas[p.relation], self.schemas[o.relation]
+        low, high = padding.time_range(new, os_, o.event_time)
+        if low is None or not spark.catalog.tableExists(self.state_tables[p.relation]):
+            return []
+        t = padding.micros_of(ps, p.event_time)
+        a = F.col(state.BATCH_COLUMN)
+        closed = (spark.table(self.state_tables[p.relation])
+                  .where((a < batch_id) & prev.closed_for(p.relation, a, t)
+                         & padding.between(ps, p.event_time, low - side.upper_us, high - side.lower_us)))
+        closed = padding.without_batch(closed, ps).persist()
+        try:
+            if not closed.take(1):
+                return []
+            old = padding.other_rows(spark, side, self.state_tables, self.schemas, batch_id,
+                                     closed)
+            emitted = padding.padded(spark, side, closed, old, padding.empty(spark, os_))
+            still = padding.padded(spark, side, closed, old, new)
+            gone = emitted.exceptAll(still)
+            keys = [F.col(f"`{c}`") for c in self.plan.sink.partition_by]
+            groups = (gone.groupBy(*keys).count().collect() if keys
+                      else [r for r in [gone.agg(F.count(F.lit(1)).alias("count")).collect()[0]]
+                            if r["count"]])
+        finally:
+            closed.unpersist()
+        out = []
+        for g in groups:
+            spec = commitlog.partition_spec({c: g[c] for c in self.plan.sink.partition_by})
+            n = g["count"]
+            out.append((spec, n, f"{n} row(s) of `{p.relation}` were emitted padded before a "
+                                 f"matching `{o.relation}` row arrived in micro-batch {batch_id} "
+                                 "(it was not late by its own ingest time)"))
+        return out
+
+    # --- steps between micro-batches ------------------------------------------------------------
+
+    def flush(self) -> BatchReport | None:
+        """End of a bounded run: pad every pending row; None when there is nothing to close
+        (no outer join, no batch yet, or flushed already: a restart pads nothing twice)."""
+        if not self.outer:
+            return None
+        with self.lock:
+            prev = padding.read_progress(self.spark, self.progress)
+            return self._close("flush", prev, padding.flush(prev))
+
+    def idle_check(self, settled: Callable[[], bool]) -> BatchReport | None:
+        """Pad what an idle input's timeout closes (see `padding.idle`); `settled` says no
+        micro-batch is in flight or waiting for its replay."""
+        timeout = self.plan.idle_timeout_us
+        if not self.outer or timeout is None:
+            return None
+        now = time.monotonic()
+        idle = {r for r, t in self.last_rows.items() if (now - t) * 1e6 >= timeout}
+        if not idle:
+            return None
+        with self.lock:
+            if not settled():
+                return None
+            prev = padding.read_progress(self.spark, self.progress)
+            return self._close("idle", prev, padding.idle(prev, self.outer, idle))
+
+    def redo(self) -> BatchReport | None:
+        """At start: write again the last recorded flush/idle step (recorded first, written
+        second); its write is skipped when its commit is there."""
+        if not self.outer:
+            return None
+        last = padding.unfinished_step(self.spark, self.progress)
+        if last is None:
+            return None
+        b, s, kind = last
+        prev = padding.read_progress(self.spark, self.progress, before=(b, s))
+        now = padding.read_progress(self.spark, self.progress, before=(b, s + 1))
+        with self.lock:
+            return self._write_close(kind, prev, now)
+
+    def _close(self, kind: str, prev: padding.Progress, now: padding.Progress | None) -> BatchReport | None:
+        if now is None:
+            return None
+        padding.record(self.spark, self.progress, now.batch, now.seq, kind, now)
+        return self._write_close(kind, prev, now)
+
+    def _write_close(self, kind: str, prev: padding.Progress, now: padding.Progress) -> BatchReport:
+        began = time.monotonic()
+        spark, plan = self.spark, self.plan
+        frames = []
+        try:
+            for side in self.outer:
+                o = side.other
+                pending = padding.pending_of(spark, side, self.state_tables, self.schemas,
+                                             now.batch, None, prev, now).persist()
+                self._cached.append(pending)
+                other = padding.other_rows(spark, side, self.state_tables, self.schemas,
+                                           now.batch + 1, pending)
+                frames.append(padding.padded(
+                    spark, side, padding.without_batch(pending, self.schemas[side.binding.relation]),
+                    other, padding.empty(spark, self.schemas[o.relation])))
+            batch = BatchId(f"{self.app_id()}__close", now.batch * padding.CLOSE_STEP + now.seq)
+            out = write(spark, plan.sink, reduce(DataFrame.unionByName, frames), batch=batch)
+            out = self._log(spark, out, batch, [], inputs={}, quarantined=0, late=0)
+            padding.mark_done(spark, self.progress, now.batch, now.seq, kind)
+        finally:
+            self._drop_views(spark)
+        report = BatchReport(plan.model, now.batch, (), out.rows, 0, out.skipped,
+                             time.monotonic() - began, kind=kind, padded=out.rows)
+        self._report(report)
+        return report
+
+    # --- commit log -------------------------------------------------------------------------------
+
+    def _log(self, spark: SparkSession, out: WriteResult, batch: BatchId,
+             dirty: list[tuple[str, int, str]], **fields) -> WriteResult:
+        """The commit-log rows of one sink write (and its dirty partitions), once per batch id.
+        A replayed write was skipped by Delta: its partitions are read from its commit, and
+        returned (marked skipped) for the batch's report."""
+        if out.skipped:
+            found = _find_commit(spark, self.plan.sink, batch)
+            out = dataclasses.replace(found, skipped=True) if found else out
+        entries = []
+        if out.version is not None:
+            entries = commitlog.write_entries(out, mode="stream", model=self.plan.model,
+                                              run_id=batch.app_id, batch_id=batch.batch_id, **fields)
+        entries += [commitlog.Entry(self.plan.sink.table, spec, "dirty", "stream", self.plan.model,
+                                    run_id=batch.app_id, batch_id=batch.batch_id, rows=n, reason=why)
+                    for spec, n, why in dirty]
+        commitlog.append(spark, entries, batch=batch)
+        return out
+
+    def _offsets(self, batch_id: int) -> dict[str, dict]:
+        """Each input's Delta source offsets before and after this batch (from the
+        checkpoint's `offsets/<id>` files; `{}` when unknown)."""
+        if self.checkpoint is None:
+            return {}
+        end, start = _offset_lines(self.checkpoint, batch_id), _offset_lines(self.checkpoint, batch_id - 1)
+        out = {}
+        for k, b in enumerate(self.sides):
+            if k < len(end):
+                out[b.relation] = {"start": start[k] if k < len(start) else None, "end": end[k]}
+        return out
 
     def _prune(self, b: SourceBinding, clean: dict[str, DataFrame]) -> Column | None:
         """Old rows of `b` that the other side's new rows can match: the OR of its prune
@@ -147,6 +390,42 @@ class MicroBatch:
             keep = keep | column.between(F.timestamp_micros(F.lit(low + r.lower_us)),
                                          F.timestamp_micros(F.lit(high + r.upper_us)))
         return keep
+
+
+def _offset_lines(checkpoint: Path, batch_id: int) -> list[dict | None]:
+    """The source offsets of `<checkpoint>/offsets/<batch_id>`: Delta's reservoir version and
+    index per source, in the query's source order."""
+    path = checkpoint / "offsets" / str(batch_id)
+    if batch_id < 0 or not path.is_file():
+        return []
+    out = []
+    for line in path.read_text().splitlines()[2:]:
+        try:
+            o = json.loads(line)
+        except ValueError:
+            out.append(None)
+            continue
+        out.append({"version": o.get("reservoirVersion"), "index": o.get("index")}
+                   if isinstance(o, dict) else None)
+    return out
+
+
+def _find_commit(spark: SparkSession, sink: Sink, batch: BatchId, look_back: int = 50) -> WriteResult | None:
+    """The WriteResult of the sink commit made by `batch` (its Delta `txn` action), searched
+    in the table's last `look_back` commits."""
+    latest = table_version(spark, sink.table)
+    if latest is None:
+        return None
+    location = spark.sql(f"DESCRIBE DETAIL {sink.table}").collect()[0]["location"].rstrip("/")
+    paths = [f"{location}/_delta_log/{v:020d}.json" for v in range(max(0, latest - look_back + 1), latest + 1)]
+    lines = (spark.read.text(paths).withColumn("file", F.input_file_name())
+             .where(F.col("value").contains('"txn"') & F.col("value").contains(batch.app_id))
+             .collect())
+    for line in lines:
+        txn = json.loads(line["value"]).get("txn") or {}
+        if txn.get("appId") == batch.app_id and txn.get("version") == batch.batch_id:
+            return committed(spark, sink, int(line["file"].rsplit("/", 1)[-1].split(".")[0]))
+    return None
 
 
 def _micros(df: DataFrame, name: str) -> Column:

@@ -11,8 +11,11 @@ checkpoint, so a restart continues the same id (its replayed batch ids are skipp
 already written), while a new checkpoint is a new query whose batch ids start again at 0
 (and whose state tables start empty).
 
-Triggers: `available-now` processes everything there is and stops; an interval
-(`10 seconds`) runs until stopped.
+Triggers: `available-now` processes everything there is, then flushes (an outer join's
+pending rows are emitted padded: `MicroBatch.flush`, recorded so a restart pads nothing
+twice) and stops; an interval (`10 seconds`) runs until stopped, and the run loop wakes up
+every `IDLE_POLL_S` seconds (at most) to emit the padded rows an idle input's `idle_timeout`
+closes (`MicroBatch.idle_check`): Spark calls `foreachBatch` only when new rows arrive.
 """
 
 from __future__ import annotations
@@ -29,10 +32,11 @@ from pyspark.sql import functions as F
 
 from sqlflow.errors import Location, SqlflowError
 from sqlflow.plan import RoutedPlan, StreamPlan
-from sqlflow.runtime import state
+from sqlflow.runtime import padding, state
 from sqlflow.runtime.microbatch import SIDE, BatchReport, MicroBatch, side_column
 
 AVAILABLE_NOW = "available-now"
+IDLE_POLL_S = 5.0
 
 
 @dataclass(frozen=True)
@@ -51,6 +55,15 @@ class StreamResult:
     def quarantined(self) -> int:
         return sum(b.quarantined for b in self.batches)
 
+    @property
+    def padded(self) -> int:
+        return sum(b.padded for b in self.batches)
+
+    @property
+    def dirty(self) -> tuple[tuple[str, str], ...]:
+        """(partition, reason) of every partition a micro-batch found dirty (DESIGN 2.7)."""
+        return tuple(d for b in self.batches for d in b.dirty)
+
 
 def check_plan(spark: SparkSession, plan: StreamPlan) -> None:
     """Refuse what this runtime cannot run yet, before a query starts."""
@@ -61,11 +74,6 @@ def check_plan(spark: SparkSession, plan: StreamPlan) -> None:
     if plan.strategy != "incremental":
         raise SqlflowError(f"model `{plan.model}`: stream_strategy `{plan.strategy}` has no runtime yet",
                            location=where, hint="use the default stream_strategy `incremental`")
-    if plan.padding_sql:
-        raise SqlflowError(
-            f"model `{plan.model}`: outer interval joins in stream mode are not available yet "
-            "(the padding of unmatched rows is not implemented)", location=where,
-            hint="run it with `sqlflow run --mode batch`, or make the join inner")
     for b in plan.sources:
         if not spark.catalog.tableExists(b.relation):
             raise SqlflowError(f"model `{plan.model}`: input table `{b.relation}` does not exist",
@@ -100,8 +108,11 @@ def start(ctx, plan: StreamPlan, *, trigger: str = AVAILABLE_NOW,
                 location=Location(plan.path),
                 hint=f"drop the table (`DROP TABLE {plan.sink.table}`) to rebuild it from the stream, "
                      "or restore the checkpoint folder")
-        for table in tables.values():
+        for table in (*tables.values(), padding.progress_table(plan.sink.table, plan.model)):
             state.drop(spark, table)
+        fresh = True
+    else:
+        fresh = False
     frames = []
     for k, b in enumerate(sides):
         reader = spark.readStream.format("delta")
@@ -114,7 +125,10 @@ def start(ctx, plan: StreamPlan, *, trigger: str = AVAILABLE_NOW,
             for j, o in enumerate(sides)]))
     envelope: DataFrame = reduce(DataFrame.unionByName, frames)
     fn = MicroBatch(plan, sides, schemas, tables, lambda: f"{plan.model}@{_query_id(checkpoint)}",
-                    on_batch=on_batch, after_sink=after_sink, after_state=after_state)
+                    on_batch=on_batch, after_sink=after_sink, after_state=after_state,
+                    checkpoint=checkpoint, spark=spark)
+    if not fresh:
+        fn.redo()  # a flush/idle step a crash interrupted
     writer = (envelope.writeStream.foreachBatch(fn).queryName(f"sqlflow_{plan.model}")
               .option("checkpointLocation", str(checkpoint)))
     if trigger == AVAILABLE_NOW:
@@ -130,7 +144,8 @@ def run_stream(ctx, plan: StreamPlan, *, trigger: str = AVAILABLE_NOW,
                after_state: Callable[[int], None] | None = None) -> StreamResult:
     """Run one model's query until it stops (available-now: when every input row is processed;
     an interval trigger: until interrupted). A failure inside a micro-batch is re-raised as
-    it was raised (a SqlflowError stays one); the checkpoint lets the next run resume."""
+    it was raised (a SqlflowError stays one); the checkpoint lets the next run resume.
+    A bounded run ends with the flush of an outer join's pending rows (`MicroBatch.flush`)."""
     if plan.strategy == "stateful":
         from sqlflow.runtime.stateful import run_stateful
         return run_stateful(ctx, plan, trigger=trigger, on_batch=on_batch, after_sink=after_sink)
@@ -138,7 +153,9 @@ def run_stream(ctx, plan: StreamPlan, *, trigger: str = AVAILABLE_NOW,
     query, fn = start(ctx, plan, trigger=trigger, on_batch=on_batch, after_sink=after_sink,
                       after_state=after_state)
     try:
-        query.awaitTermination()
+        _wait([(query, fn)])
+        if trigger == AVAILABLE_NOW and query.exception() is None:
+            fn.flush()
     except KeyboardInterrupt:
         query.stop()
     except Exception as exc:
@@ -150,6 +167,36 @@ def run_stream(ctx, plan: StreamPlan, *, trigger: str = AVAILABLE_NOW,
                            location=Location(plan.path),
                            hint="run again to resume from the checkpoint; --debug shows Spark's error") from cause
     return StreamResult(plan.model, tuple(fn.reports), time.monotonic() - began)
+
+
+def _wait(running) -> None:
+    """Wait for `running` [(query, MicroBatch)] to end; meanwhile, every `IDLE_POLL_S`
+    seconds (or half the shortest idle timeout), let each model pad what its idle inputs
+    closed. Raises the first query's failure, as `awaitTermination` does."""
+    timeouts = [fn.plan.idle_timeout_us / 2e6 for _, fn in running if fn.plan.idle_timeout_us]
+    poll = max(0.2, min([IDLE_POLL_S, *timeouts]))
+    while True:
+        for query, _ in running:
+            if not query.isActive:
+                query.awaitTermination()  # raises the query's failure
+        if not any(q.isActive for q, _ in running):
+            return
+        for query, fn in running:
+            if query.isActive and fn.plan.idle_timeout_us is not None:
+                fn.idle_check(lambda fn=fn: _settled(fn.checkpoint))
+        active = [q for q, _ in running if q.isActive]  # one may stop meanwhile
+        if active:
+            active[0].awaitTermination(poll)
+
+
+def _settled(checkpoint: Path | None) -> bool:
+    """No micro-batch in flight or waiting for its replay: the checkpoint's last offsets
+    file has its commit file."""
+    if checkpoint is None:
+        return False
+    ids = [[int(p.name) for p in (checkpoint / d).iterdir() if p.name.isdigit()]
+           if (checkpoint / d).is_dir() else [] for d in ("offsets", "commits")]
+    return max(ids[0], default=-1) == max(ids[1], default=-1)
 
 
 def _query_id(checkpoint: Path) -> str:
@@ -168,7 +215,7 @@ def run_streams(ctx, plans, *, trigger: str | None, print_line: Callable[[str], 
     from sqlflow.runtime.batch import run_batch
     from sqlflow.runtime.summary import progress_line
 
-    rows: list[tuple[str, str, int, int, int, float]] = []
+    rows: list[tuple[str, str, int, int, int, float, int]] = []
 
     def report(r: BatchReport) -> None:
         print_line(r.line())
@@ -176,11 +223,12 @@ def run_streams(ctx, plans, *, trigger: str | None, print_line: Callable[[str], 
     def batch(plan) -> None:
         r = run_batch(ctx, plan)
         print_line(progress_line(r))
-        rows.append((r.model, "batch", 0, r.sink.rows, sum(q.rows for q in r.quarantined), r.seconds))
+        rows.append((r.model, "batch", 0, r.sink.rows, sum(q.rows for q in r.quarantined), r.seconds, 0))
 
     def add(model: str, reports, seconds: float) -> None:
-        rows.append((model, "stream", len(reports), sum(b.rows_out for b in reports),
-                     sum(b.quarantined for b in reports), seconds))
+        rows.append((model, "stream", sum(b.kind == "batch" for b in reports),
+                     sum(b.rows_out for b in reports), sum(b.quarantined for b in reports), seconds,
+                     len({p for b in reports for p, _ in b.dirty})))
 
     try:
         if trigger == AVAILABLE_NOW:
@@ -210,9 +258,10 @@ def _run_together(ctx, plans: list[StreamPlan], trigger: str | None, report, add
     try:
         for plan in plans:
             started.append((plan, *start(ctx, plan, trigger=trigger or plan.trigger, on_batch=report)))
-        while any(q.isActive for _, q, _ in started):
-            ctx.spark.streams.awaitAnyTermination()
-            ctx.spark.streams.resetTerminated()
+        _wait([(q, f) for _, q, f in started])
+        for plan, _, fn in started:  # a model configured `available-now` ends with its flush
+            if (trigger or plan.trigger) == AVAILABLE_NOW:
+                fn.flush()
     except KeyboardInterrupt:
         pass
     except Exception as exc:
@@ -231,16 +280,18 @@ def _run_together(ctx, plans: list[StreamPlan], trigger: str | None, report, add
 
 
 def summary_table(rows, trigger: str | None):
-    """One row per model: kind, micro-batches, rows written, rows quarantined, seconds."""
+    """One row per model: kind, micro-batches, rows written, rows quarantined, seconds, and
+    the output partitions found dirty (DESIGN 2.7: `sqlflow repair` rewrites them)."""
     from rich import box
     from rich.table import Table
 
     table = Table(title=f"Stream run ({trigger or 'configured triggers'})", title_justify="left",
                   box=box.SIMPLE_HEAD)
     for name, justify in (("model", "left"), ("plan", "left"), ("batches", "right"),
-                          ("rows", "right"), ("quarantined", "right"), ("seconds", "right")):
+                          ("rows", "right"), ("quarantined", "right"), ("seconds", "right"),
+                          ("dirty", "right")):
         table.add_column(name, justify=justify, no_wrap=name == "model")
-    for model, kind, batches, out, quarantined, seconds in rows:
+    for model, kind, batches, out, quarantined, seconds, dirty in rows:
         table.add_row(model, kind, str(batches) if kind == "stream" else "-", f"{out:,}",
-                      f"{quarantined:,}", f"{seconds:.1f}")
+                      f"{quarantined:,}", f"{seconds:.1f}", f"[bold red]{dirty}[/]" if dirty else "0")
     return table
