@@ -127,11 +127,10 @@ class StreamPlan:
     quarantine: str
     trigger: str
     padding_sql: tuple[str, ...] = ()  # incremental outer joins: emits closed unmatched rows
-    idle_timeout_us: int | None = None  # incremental outer joins: see config `idle_timeout`
     event_time: str | None = None
     mode: Mode = "stream"
     warnings: tuple[str, ...] = ()
-    idle_timeout_us: int | None = None  # no new input rows this long: close as at end of input
+    idle_timeout_us: int | None = None  # config `idle_timeout`: close what an idle input holds open
     flush_margin_us: int = 0  # stateful: sum of the stream joins' widest bounds (end-of-input flush)
 
     def to_dict(self) -> dict[str, Any]:

@@ -84,7 +84,6 @@ def _stream_plan(rendered: Any, ir: ModelIR, table: str, partition_by: tuple[str
         quarantine=quarantine, trigger=_trigger(config.trigger), padding_sql=padding,
         idle_timeout_us=micros(config.idle_timeout) if config.idle_timeout is not None else None,
         event_time=config.event_time or ir.event_time, warnings=warnings,
-        idle_timeout_us=micros(config.idle_timeout) if config.idle_timeout else None,
         flush_margin_us=flush,
     )
 
@@ -96,6 +95,8 @@ def _incremental(ir: ModelIR, streams: list[InputRel]):
     joins = stream_joins(ir)
     prunes = _prune_ranges(ir, joins)
     joined = {r for j in joins for r in (_rel(ir, j.left_alias, j), _rel(ir, j.right_alias, j))}
+    if None in joined:  # a join side is a CTE or subquery: every stream may need its old rows
+        joined = {s.relation for s in streams} if joins else set()
     bindings = {
         s.relation: SourceBinding(
             **_base(s, "stream"), view=view_name("delta", s.relation),
@@ -126,17 +127,20 @@ def _prune_ranges(ir: ModelIR, joins) -> dict[str, tuple[PruneRange, ...]]:
             continue
         b = j.interval
         left, right = _rel(ir, j.left_alias, j), _rel(ir, j.right_alias, j)
+        if left is None or right is None:
+            continue  # a side read through a CTE or subquery: its older rows are read unpruned
         ranges = pruning_ranges((b.left_time, b.right_time, b.lower_us, b.upper_us))
         for rel, other, m in ((left, right, ranges.old_left), (right, left, ranges.old_right)):
             out.setdefault(rel, []).append(PruneRange(m.column, other, m.by, m.lower_us, m.upper_us))
     return {k: tuple(v) for k, v in out.items()}
 
 
-def _rel(ir: ModelIR, alias: str, join) -> str:
+def _rel(ir: ModelIR, alias: str, join) -> str | None:
+    """The input relation a join side reads directly; None for a CTE or subquery side."""
     for read in ir.reads:
         if read.alias == alias and read.scope == join.scope:
             return read.input.relation
-    return next(r.input.relation for r in ir.reads if r.alias == alias)
+    return next((r.input.relation for r in ir.reads if r.alias == alias), None)
 
 
 def _inputs(ir: ModelIR) -> list[InputRel]:

@@ -229,3 +229,17 @@ def test_compile_is_deterministic(tmp_path_factory, mode, upper):
         outputs.append({p.name: p.read_bytes() for p in paths})
     assert outputs[0] == outputs[1]
     assert json.loads(outputs[0]["m.json"])["mode"] == mode
+
+
+def test_a_join_side_read_through_a_cte_gets_old_rows_unpruned(tmp_path):
+    sql = ("WITH c AS (SELECT req_id, imp_ts FROM {{ source('ods', 'imps') }})\n"
+           "SELECT c.req_id, k.click_ts, to_date(c.imp_ts) AS dt\n"
+           "FROM c JOIN {{ source('ods', 'clicks') }} AS k ON c.req_id = k.req_id\n"
+           "  AND k.click_ts BETWEEN c.imp_ts AND c.imp_ts + INTERVAL 20 MINUTES")
+    result, plan = compiled(tmp_path, sql, "stream")
+    assert not result.errors and plan is not None
+    by_relation = {b.relation: b for b in plan.sources}
+    assert {r: (b.old_view, b.prune) for r, b in by_relation.items()} == {
+        "ods.imps": ("__sqlflow_old__ods__imps", ()),
+        "ods.clicks": ("__sqlflow_old__ods__clicks", ())}
+    assert "__sqlflow_old__ods__imps" in plan.sql and "__sqlflow_old__ods__clicks" in plan.sql
