@@ -9,6 +9,6 @@ from __future__ import annotations
 
 from importlib import import_module
 
-_MODULES: tuple[str, ...] = ()
+_MODULES: tuple[str, ...] = ("mark_ready", "status", "repair")
 
 COMMANDS = [import_module(f"sqlflow.commands.{name}").command for name in _MODULES]

@@ -29,7 +29,7 @@ from pyspark.sql.types import StructType, TimestampType
 
 from sqlflow.plan import Sink, SourceBinding, StreamPlan
 from sqlflow.runtime import quarantine as Q
-from sqlflow.runtime import state
+from sqlflow.runtime import snapshot, state
 from sqlflow.runtime.sinks import BatchId, write
 
 SIDE = "__side"
@@ -98,6 +98,7 @@ class MicroBatch:
                 split.clean.createOrReplaceTempView(b.view)
                 parts.append(split.quarantine)
             app = self.app_id()
+            dims = snapshot.begin(spark, plan, BatchId(app, batch_id))  # pinned dimensions (2.3)
             bad = reduce(DataFrame.unionByName, parts)
             quarantined = bad.count()  # over the cached batch: cheaper than an empty commit
             if quarantined:
@@ -110,6 +111,7 @@ class MicroBatch:
                                       self.schemas[b.relation], batch_id, keep)
                     old.createOrReplaceTempView(b.old_view)
             out = write(spark, plan.sink, spark.sql(plan.sql), batch=BatchId(app, batch_id))
+            snapshot.end(spark, plan, out, dims)  # commit log rows, provisional flags (2.3, 2.5)
             if self.after_sink:
                 self.after_sink(batch_id)
             for k, b in enumerate(self.sides):

@@ -14,7 +14,7 @@ from sqlflow.runtime.batch import DateRange, RunResult
 from sqlflow.runtime.quarantine import REASONS
 
 _REASON_LABELS = {"late": "late", "future": "future", "null_event_time": "null time",
-                  "malformed": "malformed"}
+                  "malformed": "malformed", "dim_missing": "dim missing"}
 
 
 def progress_line(result: RunResult) -> str:
