@@ -12,6 +12,7 @@ import random
 import re
 import threading
 from datetime import datetime, timedelta, timezone
+from decimal import Decimal
 from pathlib import Path
 
 import pytest
@@ -358,7 +359,7 @@ def test_enriched_demo_model_streamed_in_random_splits_equals_the_backfill(spark
     spark.createDataFrame([], ODS_SCHEMA).write.format("delta").saveAsTable(f"{ods}.ods_user_events")
     users = [(u, "18-24", "f", "wuhan", k * 10 + u, datetime(2026, 1, 1).date(), dt)
              for k, dt in enumerate(("2026-10-31", "2026-11-01", "2026-11-02")) for u in (1, 2)]
-    ads = [(a, 10 + a, 100 + a, "game", "video", d + a / 10, "active", f"2026-11-{d:02d}")
+    ads = [(a, 10 + a, 100 + a, "game", "video", Decimal(f"{d}.{a}0"), "active", f"2026-11-{d:02d}")
            for d in (1, 2) for a in (1, 2, 3)]
     spark.createDataFrame(users, USER_SCHEMA).write.format("delta").partitionBy("dt").saveAsTable(f"{dim}.dim_user")
     spark.createDataFrame(ads, AD_SCHEMA).write.format("delta").partitionBy("dt").saveAsTable(f"{dim}.dim_ad")

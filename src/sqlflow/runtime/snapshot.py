@@ -28,7 +28,7 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from sqlflow.plan import COMMIT_LOG, BatchPlan, DimBinding, DimPlan, Sink, StreamPlan
+from sqlflow.plan import COMMIT_LOG, BatchPlan, DimPlan, Sink, StreamPlan
 from sqlflow.runtime import commitlog as C
 from sqlflow.runtime import quarantine as Q
 from sqlflow.runtime.sinks import BatchId, WriteResult, quote, table_version, write
@@ -54,12 +54,10 @@ class DimUse:
 
 @dataclass(frozen=True)
 class Snapshot:
-    """What one run or micro-batch pinned: the commit-log version, each dim's Delta version
-    and READY partitions (values of its partition column)."""
+    """What one run or micro-batch pinned: the commit-log version and each dim's Delta version."""
 
     log_version: int | None
     versions: dict[str, int | None]
-    ready: dict[str, frozenset[str]]
 
 
 # --- pin and release ------------------------------------------------------------------------------
@@ -73,15 +71,14 @@ def pin(spark: SparkSession, dim: DimPlan) -> Snapshot:
     log_version = table_version(spark, COMMIT_LOG)
     spark.sql(f"SELECT * FROM {quote(COMMIT_LOG)} VERSION AS OF {log_version}"
               ).createOrReplaceTempView(dim.ready_view)
-    versions, ready = {}, {}
+    versions = {}
     for d in dim.dims:
         version = table_version(spark, d.relation)
         rows = (spark.table(d.relation) if version is None else
                 spark.sql(f"SELECT * FROM {quote(d.relation)} VERSION AS OF {version}"))
         rows.createOrReplaceTempView(d.view)
         versions[d.relation] = version
-        ready[d.relation] = frozenset(_ready_values(spark, dim.ready_view, d))
-    return Snapshot(log_version, versions, ready)
+    return Snapshot(log_version, versions)
 
 
 def release(spark: SparkSession, dim: DimPlan | None) -> None:
@@ -91,18 +88,14 @@ def release(spark: SparkSession, dim: DimPlan | None) -> None:
         spark.catalog.dropTempView(view)
 
 
-def _ready_values(spark: SparkSession, view: str, d: DimBinding) -> set[str]:
-    rows = spark.table(view).where((F.col("table") == d.relation) & (F.col("kind") == "commit")) \
-        .select("partition").distinct().collect()
-    return {v for r in rows if (v := C.parse_partition(r["partition"]).get(d.partition_column))}
-
-
 def sync_markers(spark: SparkSession, relation: str, column: str, marker: str) -> list[str]:
     """Append a `commit` row (mode `marker`) for each partition of `relation` whose directory
     holds `marker` and that has no commit row yet; returns the values newly committed."""
     if not spark.catalog.tableExists(relation):
         return []
     marked = marker_partitions(spark, relation, column, marker)
+    if not marked:
+        return []
     known = {C.parse_partition(p).get(column) for p in C.ready_partitions(spark, relation)}
     new = [v for v in marked if v not in known]
     C.append(spark, [C.Entry(relation, f"{column}={v}", "commit", "marker",
@@ -276,7 +269,9 @@ def begin(spark: SparkSession, plan: StreamPlan, batch: BatchId) -> StreamBatch:
     snap = pin(spark, plan.dim)
     missing = missing_rows(spark, plan, origin=f"batch {batch.batch_id}")
     if missing is not None:
-        append_missing(spark, plan, missing, batch)
+        missing = missing.persist()
+        if missing.count():  # an empty append would still make a Delta commit
+            append_missing(spark, plan, missing, batch)
     return StreamBatch(batch, snap, missing)
 
 
@@ -290,4 +285,6 @@ def end(spark: SparkSession, plan: StreamPlan, result: WriteResult, state: Strea
         return record(spark, plan, result, mode="stream", rows=rows, batch=state.batch,
                       inputs=inputs, missing=state.missing)
     finally:
+        if state.missing is not None:
+            state.missing.unpersist()
         release(spark, plan.dim)
