@@ -335,7 +335,7 @@ AD_SCHEMA = ("ad_id bigint, advertiser_id bigint, campaign_id bigint, ad_categor
              "creative_type string, bid_cpm decimal(10,2), status string, dt string")
 
 
-def demo_rows(seed, n=40):
+def demo_rows(seed, n=30):
     rnd = random.Random(seed)
     out = []
     for k in range(n):
@@ -381,12 +381,12 @@ def test_enriched_demo_model_streamed_in_random_splits_equals_the_backfill(spark
     stream_plans = [dataclasses.replace(plans["stream"][m], sources=tuple(
         dataclasses.replace(b, max_files_per_trigger=rnd.choice([1, 2])) for b in plans["stream"][m].sources))
         for m in ("stg_user_events", "dwd_user_events_enriched")]
-    while rows:
-        n = rnd.randint(3, 12)
-        chunk, rows = rows[:n], rows[n:]
+    cuts = sorted(rnd.sample(range(1, len(rows)), 3))
+    chunks = [rows[a:b] for a, b in zip([0, *cuts], [*cuts, len(rows)])]
+    for k, chunk in enumerate(chunks):  # one commit per chunk; two stream runs of 1-2 commits a batch
         spark.createDataFrame(chunk, ODS_SCHEMA).coalesce(1).write.format("delta").mode("append") \
             .saveAsTable(f"{ods}.ods_user_events")
-        if rnd.random() < 0.5 or not rows:
+        if k % 2:
             for p in stream_plans:
                 run_stream(ctxs["stream"], p)
     for m in ("stg_user_events", "dwd_user_events_enriched"):
