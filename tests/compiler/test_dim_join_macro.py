@@ -58,7 +58,7 @@ def test_inner_dim_join_is_recognised_and_pinned(tmp_path, mode):
     assert (b.lineage, b.ready_marker, b.max_fallback) == ("user_dt", "_SUCCESS", 2)
     fact_view = next(s.view for s in plan.sources if s.relation == "ods.ev")
     assert f"FROM {fact_view} AS e" in plan.dim.missing_sql
-    assert "e.event_id IS NULL" not in plan.dim.missing_sql and "NOT e.event_id IS NULL" in plan.dim.missing_sql
+    assert "NOT e.event_id IS NULL AND __sqlflow_m0.__sqlflow_day IS NULL" in plan.dim.missing_sql
     assert "DATE_ADD(TO_DATE(__sqlflow_p), 2)" in plan.dim.days_sql
 
 
