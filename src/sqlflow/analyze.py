@@ -47,6 +47,7 @@ from sqlglot.optimizer.scope import walk_in_scope
 
 from sqlflow.analysis.aggregates import aggregations
 from sqlflow.analysis.clauses import clauses
+from sqlflow.analysis.dimjoins import dim_joins
 from sqlflow.analysis.determinism import fix_for, nondeterministic_calls
 from sqlflow.analysis.joins import classify_joins
 from sqlflow.analysis.positions import Positions
@@ -103,6 +104,7 @@ def analyze(
         reads=reads,
         unresolved=unresolved,
         joins=tuple(found["joins"]),
+        dim_joins=tuple(dim_joins(ast, pos.of)),
         aggregations=tuple(found["aggregations"]),
         windows=tuple(found["windows"]),
         dedups=tuple(found["dedups"]),

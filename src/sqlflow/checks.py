@@ -96,6 +96,7 @@ def check(ir: ModelIR, mode: Mode | None = None) -> list[Diagnostic]:
 
 
 def _model_findings(ir: ModelIR, sink: DiagnosticSink) -> None:
+    _dim_join_findings(ir, sink)
     names = [c.name for c in ir.outputs]
     if ir.outputs_complete:
         for col in ir.partition_by:
@@ -117,3 +118,27 @@ def _model_findings(ir: ModelIR, sink: DiagnosticSink) -> None:
 def _order(d: Diagnostic) -> tuple:
     loc = d.location or Location("")
     return (loc.path, loc.line, loc.col, d.severity, d.message)
+
+
+def _dim_join_findings(ir: ModelIR, sink: DiagnosticSink) -> None:
+    """A dimension join (DESIGN 2.3) must be in the model query, inner or left, joined to the
+    FROM table when inner (its `dim_missing` rows are that table's rows), and select p*."""
+    root = ir.ast.args.get("from_") if ir.ast is not None else None
+    from_alias = root.this.alias_or_name if root is not None else None
+    for d in ir.dim_joins:
+        if d.scope != "the model query":
+            sink.error(f"model `{ir.model}`: dim_join of `{d.relation}` is inside a subquery or CTE",
+                       d.location, "use dim_join in the model's main SELECT, joined to its FROM table")
+            continue
+        if d.join_type not in ("inner", "left"):
+            sink.error(f"model `{ir.model}`: dim_join of `{d.relation}` is a {d.join_type} join",
+                       d.location, "use 'inner' (missing partitions quarantined) or 'left' (padded)")
+        if d.join_type == "inner" and d.fact_alias != from_alias:
+            sink.error(f"model `{ir.model}`: inner dim_join of `{d.relation}` takes its date from "
+                       f"`{d.fact_alias}`, not from the FROM table `{from_alias}`", d.location,
+                       f"pass fact_alias='{from_alias}' and a fact_date over its columns")
+        if d.lineage is None:
+            sink.error(f"model `{ir.model}`: dim_join of `{d.relation}` does not select its chosen "
+                       f"partition `{d.alias}.{d.partition_column}` (the lineage column of DESIGN 2.3)",
+                       d.location, f"select it, e.g. `{d.alias}.{d.partition_column} AS "
+                       f"{d.alias}_{d.partition_column}`")

@@ -16,7 +16,7 @@ from sqlflow.checks import check
 from sqlflow.config import column_list, micros
 from sqlflow.errors import Diagnostic, SqlflowError
 from sqlflow.ir import InputRel, ModelIR
-from sqlflow.plan import Mode, Plan
+from sqlflow.plan import COMMIT_LOG, Mode, Plan
 from sqlflow.planner import build_plan
 from sqlflow.project import Project, load_project
 from sqlflow.render import RenderedModel, render_project
@@ -110,7 +110,8 @@ def _inputs(project: Project, models: dict[str, RenderedModel], irs: dict[str, M
                 allowed_lateness_us=micros(table.allowed_lateness) if table else 0,
                 future_tolerance_us=micros(table.future_tolerance) if table else 0,
                 partition_by=(table.partition_column,) if table and table.partition_column else (),
-                columns=tuple(c.name for c in table.columns) if table else ())
+                columns=tuple(c.name for c in table.columns) if table else (),
+                ready_marker=table.ready_marker if table else None)
         else:
             upstream = models.get(inp.name)
             ir = irs.get(inp.name)
@@ -126,6 +127,8 @@ def _inputs(project: Project, models: dict[str, RenderedModel], irs: dict[str, M
                 future_tolerance_us=lateness[2],
                 partition_by=column_list(upstream.config.partition_by) if upstream else (),
                 columns=tuple(o.name for o in ir.outputs) if ir and ir.outputs_complete else ())
+    # dim_join reads READY from the commit log (DESIGN 2.3): a static input, pinned per run
+    out[COMMIT_LOG] = InputRel(COMMIT_LOG, COMMIT_LOG, "source", False, None)
     return out
 
 

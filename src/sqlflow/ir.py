@@ -48,6 +48,7 @@ class InputRel:
     partition_by: tuple[str, ...] = ()
     streamable: bool | None = None
     columns: tuple[str, ...] = ()
+    ready_marker: str | None = None
 
     @property
     def is_stream(self) -> bool:
@@ -170,6 +171,29 @@ class JoinIR:
 
 
 @dataclass(frozen=True)
+class DimJoinIR:
+    """A dimension join with fallback partitions (DESIGN 2.3), as `macros/dim_join.sql` writes it.
+
+    `fact_date` is the SQL of the fact's date d, `ready` the SQL of the subquery mapping each
+    day to its chosen partition p* (`__sqlflow_day`, `__sqlflow_p`) over the commit log;
+    `lineage` the output column that carries p* (None when the model does not select it).
+    """
+
+    alias: str
+    relation: str
+    join_type: str
+    fact_alias: str
+    fact_date: str
+    partition_column: str
+    max_fallback: int
+    ready: str
+    lineage: str | None = None
+    scope: str = ""
+    location: Location | None = None
+    node: exp.Join | None = ast_field()
+
+
+@dataclass(frozen=True)
 class WindowSpecIR:
     """An event-time window call in a GROUP BY: `window(ts, '1 hour'[, '5 minutes'])`."""
 
@@ -278,6 +302,7 @@ class ModelIR:
     reads: tuple[TableRead, ...] = ()
     unresolved: tuple[TableRead, ...] = ()
     joins: tuple[JoinIR, ...] = ()
+    dim_joins: tuple[DimJoinIR, ...] = ()
     aggregations: tuple[AggIR, ...] = ()
     windows: tuple[WindowFnIR, ...] = ()
     dedups: tuple[DedupIR, ...] = ()

@@ -26,6 +26,7 @@ from sqlflow.ir import InputRel, JoinIR, ModelIR
 
 Mode = Literal["stream", "batch"]
 STATE_DIR = ".sqlflow"
+COMMIT_LOG = "sqlflow.commit_log"  # DESIGN 2.5; `dim_join` reads READY from it
 
 
 @dataclass(frozen=True)
@@ -77,6 +78,39 @@ class SourceBinding:
 
 
 @dataclass(frozen=True)
+class DimBinding:
+    """A dimension join (DESIGN 2.3) as the runtime pins it: `relation` is read through `view`
+    at one Delta version per micro-batch or backfill; `lineage` is the output column with p*."""
+
+    relation: str
+    view: str
+    alias: str
+    join_type: str
+    partition_column: str
+    max_fallback: int
+    lineage: str
+    ready_marker: str | None = None
+
+
+@dataclass(frozen=True)
+class DimPlan:
+    """What a model with dimension joins needs at run time, beyond its SQL.
+
+    `ready_view`: the commit log, pinned, that every READY subquery reads. `days_sql`: the
+    distinct fact dates of the input per dim i (`__sqlflow_d<i>`) with the partition chosen
+    (`__sqlflow_p<i>`, NULL: none ready). `missing_sql`: the fact rows an inner dim join drops for want of a ready
+    partition (the fact's columns plus `__sqlflow_dim`, the first dim missing), or None.
+    `fact` is the relation of the fact input (its event and ingest times fill quarantine rows).
+    """
+
+    dims: tuple[DimBinding, ...]
+    ready_view: str
+    days_sql: str
+    missing_sql: str | None
+    fact: str
+
+
+@dataclass(frozen=True)
 class Sink:
     """Where the rows go. `overwrite_partitions`: replace exactly the partitions computed;
     `append_once`: Delta append made idempotent per (query, batch id); `replace`: whole table;
@@ -108,6 +142,7 @@ class BatchPlan:
     quarantine: str
     event_time: str | None = None
     backfill_margin_us: int | None = None
+    dim: DimPlan | None = None
     mode: Mode = "batch"
     warnings: tuple[str, ...] = ()
 
@@ -128,6 +163,7 @@ class StreamPlan:
     trigger: str
     padding_sql: tuple[str, ...] = ()  # incremental outer joins: emits closed unmatched rows
     event_time: str | None = None
+    dim: DimPlan | None = None
     mode: Mode = "stream"
     warnings: tuple[str, ...] = ()
     idle_timeout_us: int | None = None  # config `idle_timeout`: close what an idle input holds open

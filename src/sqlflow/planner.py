@@ -11,7 +11,7 @@ from sqlglot import exp
 from sqlflow.config import column_list, micros
 from sqlflow.ir import InputRel, ModelIR
 from sqlflow.plan import (
-    STATE_DIR, BatchPlan, Mode, Plan, PruneRange, Sink, SourceBinding, StreamPlan, Watermark,
+    COMMIT_LOG, STATE_DIR, BatchPlan, Mode, Plan, PruneRange, Sink, SourceBinding, StreamPlan, Watermark,
     bind_relations, quarantine_table, spark_sql, stream_joins, streams_of, view_name,
 )
 
@@ -24,12 +24,17 @@ def build_plan(rendered: Any, ir: ModelIR, mode: Mode, *, warnings: tuple[str, .
     Only `streaming_table` models stream; every other materialization gets a batch plan in
     both modes (a `table` is rebuilt, a `view` created).
     """
+    from sqlflow.dimplan import dim_plan, pin
+
     config = rendered.config
     table = str(rendered.relation)
+    unpinned, ir = ir, pin(ir)  # dimensions and READY through views pinned per run/micro-batch
     partition_by = column_list(config.partition_by)
     quarantine = quarantine_table(table, config.quarantine)
     if mode == "stream" and config.materialized == "streaming_table":
-        return _stream_plan(rendered, ir, table, partition_by, quarantine, warnings)
+        plan = _stream_plan(rendered, ir, table, partition_by, quarantine, warnings)
+        views = {b.relation: b.view for b in plan.sources if b.view}
+        return dataclasses.replace(plan, dim=dim_plan(unpinned, views))
     write = {"streaming_table": "overwrite_partitions", "incremental": "overwrite_partitions",
              "view": "view"}.get(config.materialized, "replace")
     if write == "overwrite_partitions" and not partition_by:
@@ -42,6 +47,7 @@ def build_plan(rendered: Any, ir: ModelIR, mode: Mode, *, warnings: tuple[str, .
         sink=Sink(table, write, partition_by, file_format=config.file_format or "delta"),
         quarantine=quarantine, event_time=config.event_time or ir.event_time,
         backfill_margin_us=backfill_margin(ir, partition_by) if views else None, warnings=warnings,
+        dim=dim_plan(unpinned, views),
     )
 
 
@@ -144,8 +150,12 @@ def _rel(ir: ModelIR, alias: str, join) -> str | None:
 
 
 def _inputs(ir: ModelIR) -> list[InputRel]:
+    """The inputs a run reads and checks; the commit log, read by dim joins through a pinned
+    view, is the runtime's own table, not an input."""
     seen: dict[str, InputRel] = {}
     for read in ir.reads:
+        if read.input.relation == COMMIT_LOG:
+            continue
         seen.setdefault(read.input.relation, read.input)
     return list(seen.values())
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from importlib import import_module
 
-
-_MODULES: tuple[str, ...] = ("check", "compact", "diff", "lineage", "verify")
+_MODULES: tuple[str, ...] = ("check", "compact", "diff", "lineage", "mark_ready", "repair",
+                            "status", "verify")
 
 COMMANDS = [import_module(f"sqlflow.commands.{name}").command for name in _MODULES]

@@ -19,6 +19,7 @@ only the output is filtered. Both give the same rows (tests/runtime/test_batch_r
 from __future__ import annotations
 
 import time
+import uuid
 from dataclasses import dataclass
 from datetime import date, timedelta
 from typing import Iterator, Sequence
@@ -29,8 +30,9 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import DateType, StringType, TimestampNTZType, TimestampType
 
 from sqlflow.errors import Location, SqlflowError
-from sqlflow.plan import BatchPlan, RoutedPlan, Sink
+from sqlflow.plan import COMMIT_LOG, BatchPlan, RoutedPlan, Sink
 from sqlflow.runtime import quarantine as Q
+from sqlflow.runtime import snapshot
 from sqlflow.runtime.sinks import WriteResult, quote, table_version, write
 
 try:  # a JVM error pyspark does not translate arrives as Py4JJavaError (not with Spark Connect)
@@ -87,6 +89,7 @@ class RunResult:
     quarantine: WriteResult | None
     quarantined: tuple[QuarantineCount, ...]
     seconds: float
+    dims: tuple = ()  # snapshot.DimUse per output partition and dimension (DESIGN 2.3)
 
     def quarantined_by_reason(self) -> dict[str, int]:
         out = dict.fromkeys(Q.REASONS, 0)
@@ -108,10 +111,25 @@ def run_batch(ctx, plan: BatchPlan, *, start: date | None = None, end: date | No
     began = time.monotonic()
     _check_plan(spark, plan)
     cached: list[DataFrame] = []
+    uses: list = []
     try:
         reads, quarantined = _bind_inputs(spark, plan, dates, cached)
+        missing = None
+        if plan.dim is not None:  # dimensions and READY pinned once for the whole run
+            snap = snapshot.pin(spark, plan.dim)
+            reads = tuple(InputRead(r.relation, snap.versions.get(r.relation, r.version), r.view)
+                          for r in reads) + (InputRead(COMMIT_LOG, snap.log_version),)
+            missing = snapshot.missing_rows(spark, plan, origin=f"commit_log@v{snap.log_version}")
+            if missing is not None:
+                missing = missing.persist()
+                cached.append(missing)
+                quarantined.append(missing)
         q_result = _write_quarantine(spark, plan, quarantined, dates) if quarantined else None
         sink = _write_sink(spark, plan, dates)
+        if missing is not None and dates is not None:
+            missing = missing.where(F.expr(_string_range("dt", dates)))
+        uses = snapshot.record(spark, plan, sink, mode="batch", run_id=uuid.uuid4().hex,
+                               inputs={r.relation: r.version for r in reads}, missing=missing)
     except SqlflowError:
         raise
     except _SPARK_ERRORS as exc:
@@ -126,8 +144,10 @@ def run_batch(ctx, plan: BatchPlan, *, start: date | None = None, end: date | No
                 spark.catalog.dropTempView(b.view)
         for rows in cached:
             rows.unpersist()
+        snapshot.release(spark, plan.dim)
     counts = _count_quarantine(spark, plan.quarantine, dates) if q_result else ()
-    return RunResult(plan.model, dates, reads, sink, q_result, counts, time.monotonic() - began)
+    return RunResult(plan.model, dates, reads, sink, q_result, counts, time.monotonic() - began,
+                     tuple(uses))
 
 
 def run_models(ctx, plans: Sequence[BatchPlan], *, start: date | None = None,

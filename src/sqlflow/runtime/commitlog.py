@@ -31,9 +31,9 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import (BooleanType, LongType, StringType, StructField, StructType,
                                TimestampType)
 
+from sqlflow.plan import COMMIT_LOG
 from sqlflow.runtime.sinks import BatchId, WriteResult
 
-COMMIT_LOG = "sqlflow.commit_log"
 
 Kind = Literal["write", "commit", "dirty", "repair"]
 WriteMode = Literal["stream", "batch", "dbt", "manual", "marker"]

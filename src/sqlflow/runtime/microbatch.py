@@ -44,7 +44,7 @@ from pyspark.sql.types import StructType, TimestampType
 from sqlflow.plan import Sink, SourceBinding, StreamPlan
 from sqlflow.runtime import commitlog, padding
 from sqlflow.runtime import quarantine as Q
-from sqlflow.runtime import state
+from sqlflow.runtime import snapshot, state
 from sqlflow.runtime.sinks import BatchId, WriteResult, committed, table_version, write
 
 SIDE = "__side"
@@ -137,6 +137,7 @@ class MicroBatch:
                 split.clean.createOrReplaceTempView(b.view)
                 parts.append(split.quarantine)
             app = self.app_id()
+            dims = snapshot.begin(spark, plan, BatchId(app, batch_id))  # pinned dimensions (2.3)
             bad = reduce(DataFrame.unionByName, parts)
             # over the cached batch: cheaper than an empty commit
             reasons = {r["reason"]: r["count"] for r in bad.groupBy("reason").count().collect()}
@@ -164,8 +165,9 @@ class MicroBatch:
                 padding.record(spark, self.progress, batch_id, 0, "batch", now)
             if self.after_state:
                 self.after_state(batch_id)
-            out = self._log(spark, out, BatchId(app, batch_id), dirty, inputs=self._offsets(batch_id),
-                            quarantined=quarantined, late=reasons.get("late", 0))
+            out = self._log(spark, out, BatchId(app, batch_id), dirty, dims=dims,
+                            inputs=self._offsets(batch_id), quarantined=quarantined,
+                            late=reasons.get("late", 0))
         finally:
             df.unpersist()
             self._drop_views(spark)
@@ -344,17 +346,22 @@ class MicroBatch:
     # --- commit log -------------------------------------------------------------------------------
 
     def _log(self, spark: SparkSession, out: WriteResult, batch: BatchId,
-             dirty: list[tuple[str, int, str]], **fields) -> WriteResult:
-        """The commit-log rows of one sink write (and its dirty partitions), once per batch id.
-        A replayed write was skipped by Delta: its partitions are read from its commit, and
-        returned (marked skipped) for the batch's report."""
+             dirty: list[tuple[str, int, str]], dims: snapshot.StreamBatch | None = None,
+             **fields) -> WriteResult:
+        """The commit-log rows of one sink write (and its dirty partitions), once per batch id:
+        ONE append, so every row of the batch lands or none. A replayed write was skipped by
+        Delta: its partitions are read from its commit, and returned (marked skipped) for the
+        batch's report. `dims`: the micro-batch's pinned dimension snapshot (its rows carry the
+        dimension partitions used and the provisional flag, DESIGN 2.3)."""
         if out.skipped:
             found = _find_commit(spark, self.plan.sink, batch)
             out = dataclasses.replace(found, skipped=True) if found else out
         entries = []
-        if out.version is not None:
-            entries = commitlog.write_entries(out, mode="stream", model=self.plan.model,
-                                              run_id=batch.app_id, batch_id=batch.batch_id, **fields)
+        fields.update(run_id=batch.app_id, batch_id=batch.batch_id)
+        if dims is not None:
+            entries = snapshot.end(spark, self.plan, out, dims, **fields) or []
+        if out.version is not None and not entries:
+            entries = commitlog.write_entries(out, mode="stream", model=self.plan.model, **fields)
         entries += [commitlog.Entry(self.plan.sink.table, spec, "dirty", "stream", self.plan.model,
                                     run_id=batch.app_id, batch_id=batch.batch_id, rows=n, reason=why)
                     for spec, n, why in dirty]

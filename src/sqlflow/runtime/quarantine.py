@@ -10,6 +10,7 @@ micro-batch split of a stream put exactly the same rows in quarantine:
 | `malformed`       | the event-time value is not NULL but is not a timestamp (a string that does not parse) |
 | `late`            | `event_time < ingest_time - allowed_lateness` (microseconds, exact)   |
 | `future`          | `event_time > ingest_time + future_tolerance` (microseconds, exact)   |
+| `dim_missing`     | an inner dimension join found no ready partition in range (DESIGN 2.3; written by `sqlflow.runtime.snapshot`, `input` = the dimension) |
 
 A row with a NULL ingest time is neither late nor future: nothing says when it arrived.
 
@@ -32,7 +33,7 @@ from pyspark.sql.types import DateType, TimestampNTZType, TimestampType
 from sqlflow.errors import SqlflowError
 from sqlflow.plan import SourceBinding
 
-REASONS = ("late", "future", "null_event_time", "malformed")
+REASONS = ("late", "future", "null_event_time", "malformed", "dim_missing")
 COLUMNS = ("model", "input", "reason", "event_time", "ingest_time", "raw", "origin", "dt")
 PARTITION_BY = ("dt",)
 # Spark's JSON default keeps milliseconds; the raw payload must keep every microsecond.
@@ -57,17 +58,26 @@ def split(df: DataFrame, binding: SourceBinding, *, model: str, origin: str) -> 
     times = event_times(df, binding, model=model)
     reason = reason_of(times, binding)
     clean = df.where(reason.isNull())
-    quarantine = df.select(
+    quarantine = rows_of(df, times, model=model, input=F.lit(binding.relation), reason=reason,
+                         origin=origin).where(F.col("reason").isNotNull())
+    return Split(clean, quarantine)
+
+
+def rows_of(df: DataFrame, times: "Times", *, model: str, input: Column, reason: Column,
+            origin: str, columns: list[str] | None = None) -> DataFrame:
+    """`df` as quarantine rows (COLUMNS): `raw` is `columns` of the row (default: all) as JSON.
+    Shared by the input split above and the `dim_missing` rows of a dimension join."""
+    raw = [df[c] for c in (columns or df.columns)]
+    return df.select(
         F.lit(model).alias("model"),
-        F.lit(binding.relation).alias("input"),
+        input.alias("input"),
         reason.alias("reason"),
         times.event.alias("event_time"),
         times.ingest.alias("ingest_time"),
-        F.to_json(F.struct(*[df[c] for c in df.columns]), _JSON_OPTIONS).alias("raw"),
+        F.to_json(F.struct(*raw), _JSON_OPTIONS).alias("raw"),
         F.lit(origin).alias("origin"),
         F.date_format(F.coalesce(times.event, times.ingest), "yyyy-MM-dd").alias("dt"),
-    ).where(F.col("reason").isNotNull())
-    return Split(clean, quarantine)
+    )
 
 
 @dataclass(frozen=True)

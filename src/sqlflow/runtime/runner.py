@@ -12,7 +12,7 @@ from sqlflow.compiler import compile_project, write_artifacts
 from sqlflow.context import Context
 from sqlflow.plan import Mode, Plan
 from sqlflow.runtime.batch import DateRange, RunResult, run_models
-from sqlflow.runtime.summary import progress_line, summary_table
+from sqlflow.runtime.summary import dims_table, progress_line, summary_table
 
 
 def plans_for_run(ctx: Context, mode: Mode, err: Console, *, select: Sequence[str] | None = None,
@@ -41,6 +41,9 @@ def run_batch_plans(ctx: Context, plans: Sequence[Plan], out: Console, *,
     finally:
         not_run = [p.model for p in plans[len(done) + 1:]] if len(done) < len(plans) else []
         out.print(summary_table(done, dates, not_run))
+        dims = dims_table(done)
+        if dims is not None:
+            out.print(dims)
         routed = [p.model for p in plans if type(p).__name__ == "RoutedPlan"]
         if routed:
             from sqlflow.runtime.routing import files_table, last_report

@@ -14,7 +14,7 @@ from sqlflow.runtime.batch import DateRange, RunResult
 from sqlflow.runtime.quarantine import REASONS
 
 _REASON_LABELS = {"late": "late", "future": "future", "null_event_time": "null time",
-                  "malformed": "malformed"}
+                  "malformed": "malformed", "dim_missing": "dim missing"}
 
 
 def progress_line(result: RunResult) -> str:
@@ -78,3 +78,21 @@ def _partition_span(result: RunResult) -> str:
     name = parts[0].values[0][0]
     firsts = sorted({str(p.values[0][1]) for p in parts})
     return f"{name} {firsts[0]}" if len(firsts) == 1 else f"{name} {firsts[0]} .. {firsts[-1]}"
+
+
+def dims_table(results: Sequence[RunResult]) -> Table | None:
+    """Per model, output partition and dimension: rows per chosen dimension partition (p*),
+    the deepest fallback in days and the rows quarantined as `dim_missing` (DESIGN 2.3).
+    None when no model joined a dimension."""
+    uses = [(r.model, u) for r in results for u in r.dims]
+    if not uses:
+        return None
+    table = Table(title="Dimension partitions used", title_justify="left", box=box.SIMPLE_HEAD)
+    for name, justify in (("model", "left"), ("partition", "left"), ("dimension", "left"),
+                          ("rows by chosen partition", "left"), ("fallback days", "right"),
+                          ("dim missing", "right")):
+        table.add_column(name, justify=justify, no_wrap=name == "model")
+    for model, u in uses:
+        chosen = ", ".join(f"{p or 'none'}: {n:,}" for p, n in sorted(u.rows.items(), key=str)) or "-"
+        table.add_row(model, u.partition, u.dim, chosen, str(u.fallback_days), f"{u.dim_missing:,}")
+    return table
