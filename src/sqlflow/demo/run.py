@@ -58,10 +58,13 @@ def run_demo(ctx: Context, console: Console, *, rows: int | None = None,
     console.print("[bold]Running every model[/bold] (sqlflow run --mode batch)")
     runs = run_batch_project(ctx, console, console)
     built = [(t.table, "source", t.rows) for t in report.tables]
+    seen: set[str] = set()  # a routed group's targets share one quarantine table
     for run in runs:
-        built.append((run.sink.table, "model", table_rows(ctx.spark, run.sink.table)))
-        if run.quarantine is not None:
-            built.append((run.quarantine.table, "quarantine", table_rows(ctx.spark, run.quarantine.table)))
+        for table, kind in ((run.sink.table, "model"),
+                            (run.quarantine.table if run.quarantine else None, "quarantine")):
+            if table and table not in seen:
+                seen.add(table)
+                built.append((table, kind, table_rows(ctx.spark, table)))
     console.print(_built_table(built, time.monotonic() - started))
 
 
