@@ -22,7 +22,9 @@ chunks, the strongest test, valid wherever the result cannot depend on arrival o
 (random chunk sizes, inputs still interleaved at random): what a Kafka topic delivers, and what
 outer-join padding and Spark's watermarks assume, since a row arriving long after rows ingested
 later than it is a divergence to detect (DESIGN 2.7), not a contract the plan can keep.
-`auto` picks `shuffled` where valid, else `ingest`.
+`auto` picks `shuffled` where valid, else `ingest`. For the same reason a run of such a plan
+is one bounded stream run (its end is the end of input); other plans are cut into up to
+`max_rounds` bounded runs, so their query also restarts from its checkpoint.
 """
 
 from __future__ import annotations
@@ -239,7 +241,11 @@ def _stream_run(ctx, batch: BatchPlan, plan: StreamPlan, run: int, runs: int, rn
                                 rnd, max_chunks) for b in sides]
     try:
         commits = interleave([[(a, c) for c in a.chunks] for a in arrivals], rnd)
-        rounds = split_rounds(commits, rnd, max_rounds)
+        # A bounded run is an end of input for plans that close intervals by time (outer-join
+        # padding, `stateful` watermarks): a restart after it is a new run whose rows may match
+        # rows already closed (a divergence, DESIGN 2.7). Those plans get one run per round.
+        closes = bool(plan.padding_sql) or plan.strategy == "stateful"
+        rounds = split_rounds(commits, rnd, 1 if closes else max_rounds)
         stream = rebind(plan, copies, sink=f"{scratch}.{model}__run{run}",
                         quarantine=f"{scratch}.{model}__run{run}__quarantine", checkpoint=checkpoint)
         batches = 0
@@ -317,7 +323,8 @@ class Arrival:
 def _chunk_of(rows: DataFrame, b: SourceBinding, order: str, n: int, rnd: random.Random) -> Column:
     """Chunk number 0..n-1 of each row, chunk sizes random. `ingest`: cut at random quantiles
     of the ingest time (event time when the input has none), so chunk i holds rows ingested
-    before those of chunk i+1; rows without that time get a random chunk."""
+    before those of chunk i+1; rows without that time come first (as `ORDER BY` sorts NULLs;
+    such a row is never late, so arriving after closed intervals it could only diverge)."""
     fractions = sorted(rnd.random() for _ in range(n - 1))
     noise = F.rand(rnd.randrange(2**31))
     by_noise = sum((F.when(noise >= f, 1).otherwise(0) for f in fractions), F.lit(0))
@@ -328,7 +335,7 @@ def _chunk_of(rows: DataFrame, b: SourceBinding, order: str, n: int, rnd: random
     micros = F.unix_micros(F.col(f"`{column}`").cast("timestamp"))
     cuts = rows.select(micros.alias("t")).where("t IS NOT NULL").approxQuantile("t", fractions, 0.001)
     by_time = sum((F.when(micros >= F.lit(int(c)), 1).otherwise(0) for c in cuts), F.lit(0))
-    return F.when(micros.isNull(), by_noise).otherwise(by_time)
+    return F.when(micros.isNull(), F.lit(0)).otherwise(by_time)  # like ORDER BY: NULLs first
 
 
 def interleave(sequences: list[list[Any]], rnd: random.Random) -> list[Any]:
