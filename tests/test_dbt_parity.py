@@ -97,12 +97,43 @@ def built(spark, tmp_path_factory):
     return plans
 
 
+def sinks(plans) -> list:
+    """Every table a plan writes: a routed group's plan writes one per target."""
+    return [s for p in plans for s in ([t.sink for t in p.targets] if hasattr(p, "targets") else [p.sink])
+            if s.write != "view"]
+
+
+def routed_quarantines(plans) -> dict[str, list[str]]:
+    """Group quarantine table (sqlflow: one per routed group) -> the per-model quarantine tables
+    dbt writes for the group's members (dbt builds each member as an ordinary model)."""
+    return {p.quarantine.split(".")[-1]: [f"{t.sink.table.split('.')[-1]}__quarantine" for t in p.targets]
+            for p in plans if hasattr(p, "targets")}
+
+
 def test_dbt_builds_every_model_sqlflow_builds(spark, built):
-    models = {p.sink.table.split(".")[-1] for p in built if p.sink.write != "view"}
+    models = {s.table.split(".")[-1] for s in sinks(built)}
     assert models, "the project has no models to compare"
     sf, dbt = tables_of(spark, SF), tables_of(spark, DBT)
     assert models <= sf
-    assert sf == dbt, f"only sqlflow: {sorted(sf - dbt)}; only dbt: {sorted(dbt - sf)}"
+    groups = routed_quarantines(built)
+    sf_as_dbt = (sf - set(groups)) | {q for qs in groups.values() for q in qs}
+    assert sf_as_dbt == dbt, f"only sqlflow: {sorted(sf_as_dbt - dbt)}; only dbt: {sorted(dbt - sf_as_dbt)}"
+
+
+def test_a_routed_group_quarantines_what_each_dbt_member_quarantines(spark, built):
+    """sqlflow reads a routed group's input once and quarantines its bad rows once, into the
+    group's table; dbt builds each member on its own, so each member quarantines the same rows
+    into its own table. Same rows, every column but the model name."""
+    groups = routed_quarantines(built)
+    for group, members in groups.items():
+        cols, rows = table_rows(spark, f"{SF}.{group}")
+        keep = [i for i, c in enumerate(cols) if c != "model"]
+        want = Counter(tuple(r[i] for i in keep) for r in rows.elements())
+        assert sum(want.values()) > 0, group
+        for member in members:
+            _, got = table_rows(spark, f"{DBT}.{member}")
+            got = Counter(tuple(r[i] for i in keep) for r in got.elements())
+            assert got == want, f"{member} differs from {group}"
 
 
 def test_every_table_has_the_same_rows(spark, built):
@@ -118,7 +149,7 @@ def test_every_table_has_the_same_rows(spark, built):
         compared.append(name)
         if name.endswith("__quarantine"):
             quarantined += sum(sf_rows.values())
-    assert len(compared) >= len([p for p in built if p.sink.write != "view"])
+    assert len(compared) >= len(sinks(built))
     # the demo data injects late, future and null-time rows: the rule must have fired
     assert quarantined > 0
 
