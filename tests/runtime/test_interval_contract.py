@@ -234,7 +234,7 @@ def test_batch_and_stream_plans_equal_the_reference(spark, contract, how, strate
     ctx, plans = contract
     model = f"{how}_{strategy}"
 
-    @settings(max_examples=2, deadline=None, derandomize=True, database=None,
+    @settings(max_examples=1, deadline=None, derandomize=True, database=None,
               phases=[Phase.explicit, Phase.generate],  # no shrinking: each example costs seconds
               suppress_health_check=list(HealthCheck))
     @given(inputs())
