@@ -79,14 +79,12 @@ class StatefulReport(BatchReport):
     when the run could read it) and the partitions marked dirty for them."""
 
     dropped: int = 0
-    dirty: tuple[str, ...] = ()
     spark_dropped: int | None = None
 
-    def line(self) -> str:
+    def line(self) -> str:  # the base line names the dirty partitions (`DIRTY dt=...: reason`)
         text = super().line()
         if self.dropped:
-            text += (f"; {self.dropped:,} input rows behind the watermark dropped by Spark, "
-                     f"dirty: {', '.join(self.dirty) or '(none written)'}")
+            text += f"; {self.dropped:,} input rows behind the watermark dropped by Spark"
         return text
 
 
@@ -275,7 +273,8 @@ class StatefulBatch:
             df.unpersist()
         report = StatefulReport(
             plan.model, batch_id, tuple((b.relation, counts.get(k, 0)) for k, b in enumerate(self.sides)),
-            out.rows, quarantined, out.skipped, time.monotonic() - began, dropped=dropped, dirty=dirty)
+            out.rows, quarantined, out.skipped, time.monotonic() - began, dropped=dropped,
+            dirty=tuple((spec, DIRTY_REASON) for spec in dirty))
         self.reports.append(report)
         if self.on_batch:
             self.on_batch(report)
