@@ -18,6 +18,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
+from sqlflow.errors import Location, SqlflowError
 from sqlflow.plan import Sink
 from sqlflow.runtime.sinks import BatchId, write
 
@@ -54,6 +55,17 @@ def older(spark: SparkSession, table: str, schema: StructType, batch_id: int,
     if keep is not None:
         rows = rows.where(keep)
     return rows.select(*[F.col(f"`{f.name}`") for f in schema.fields])
+
+
+def refuse_rewrite(spark: SparkSession, plan, checkpoint) -> None:
+    """A new checkpoint over a sink that has rows would write every row again: refuse it."""
+    if spark.catalog.tableExists(plan.sink.table) and spark.table(plan.sink.table).take(1):
+        raise SqlflowError(
+            f"model `{plan.model}`: sink `{plan.sink.table}` already has rows but its checkpoint "
+            f"`{checkpoint}` is new: a new stream query would write every row again",
+            location=Location(plan.path),
+            hint=f"drop the table (`DROP TABLE {plan.sink.table}`) to rebuild it from the stream, "
+                 "or restore the checkpoint folder")
 
 
 def drop(spark: SparkSession, table: str) -> None:

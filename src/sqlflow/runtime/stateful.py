@@ -59,7 +59,7 @@ from pyspark.sql.types import TimestampType
 
 from sqlflow.errors import Location, SqlflowError
 from sqlflow.plan import Sink, SourceBinding, StreamPlan
-from sqlflow.runtime import commitlog
+from sqlflow.runtime import commitlog, state
 from sqlflow.runtime import quarantine as Q
 from sqlflow.runtime.microbatch import SIDE, BatchReport
 from sqlflow.runtime.sinks import BatchId, PartitionWrite, WriteResult, write
@@ -130,7 +130,7 @@ def start(ctx, plan: StreamPlan, *, trigger: str = AVAILABLE_NOW,
     checkpoint = Path(ctx.project_dir) / (plan.sink.checkpoint or f".sqlflow/checkpoints/{plan.model}")
     beats = heartbeat_table(plan.sink.table, plan.model)
     if not (checkpoint / "offsets").is_dir():
-        _refuse_rewrite(spark, plan, checkpoint)
+        state.refuse_rewrite(spark, plan, checkpoint)
         spark.sql(f"DROP TABLE IF EXISTS {beats}")  # a new query: old heartbeats are stale
     if not spark.catalog.tableExists(beats):
         write(spark, Sink(beats, "append_once"), spark.createDataFrame([], HEARTBEAT_SCHEMA),
@@ -192,17 +192,6 @@ def heartbeat_branch(spark: SparkSession, table: str) -> DataFrame:
 
 def _column(df: DataFrame, name: str) -> str:
     return next(f.name for f in df.schema.fields if f.name.lower() == name.lower())
-
-
-def _refuse_rewrite(spark: SparkSession, plan: StreamPlan, checkpoint: Path) -> None:
-    """A new checkpoint over a sink with rows would write every row again."""
-    if spark.catalog.tableExists(plan.sink.table) and spark.table(plan.sink.table).take(1):
-        raise SqlflowError(
-            f"model `{plan.model}`: sink `{plan.sink.table}` already has rows but its checkpoint "
-            f"`{checkpoint}` is new: a new stream query would write every row again",
-            location=Location(plan.path),
-            hint=f"drop the table (`DROP TABLE {plan.sink.table}`) to rebuild it from the stream, "
-                 "or restore the checkpoint folder")
 
 
 # --- one micro-batch ----------------------------------------------------------------------------------

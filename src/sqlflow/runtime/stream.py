@@ -101,13 +101,7 @@ def start(ctx, plan: StreamPlan, *, trigger: str = AVAILABLE_NOW,
               for b in sides if b.old_view}
     checkpoint = Path(ctx.project_dir) / (plan.sink.checkpoint or f".sqlflow/checkpoints/{plan.model}")
     if not (checkpoint / "offsets").is_dir():  # a new query: older rows of another query are stale
-        if spark.catalog.tableExists(plan.sink.table) and spark.table(plan.sink.table).take(1):
-            raise SqlflowError(
-                f"model `{plan.model}`: sink `{plan.sink.table}` already has rows but its checkpoint "
-                f"`{checkpoint}` is new: a new stream query would write every row again",
-                location=Location(plan.path),
-                hint=f"drop the table (`DROP TABLE {plan.sink.table}`) to rebuild it from the stream, "
-                     "or restore the checkpoint folder")
+        state.refuse_rewrite(spark, plan, checkpoint)
         for table in (*tables.values(), padding.progress_table(plan.sink.table, plan.model)):
             state.drop(spark, table)
         fresh = True
