@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import dataclasses
 import random
-from datetime import date, datetime, timedelta, timezone
+from datetime import date, timedelta
 
 import pytest
 from click.testing import CliRunner
 
 from helpers import ad_sources_yml, make_project
+from runtime.adkit import DAY1, at, click, imp
 from sqlflow.cli import main
 from sqlflow.compiler import compile_project
 from sqlflow.context import Context
@@ -21,10 +22,8 @@ from sqlflow.runtime.batch import run_batch
 pytestmark = pytest.mark.spark
 
 ODS, DW = "rt_batch_ods", "rt_batch_dw"
-UTC = timezone.utc
 US = timedelta(microseconds=1)
 LATENESS, TOLERANCE, WINDOW = timedelta(minutes=10), timedelta(minutes=5), timedelta(minutes=20)
-DAY1 = datetime(2026, 11, 1, tzinfo=UTC)
 
 SOURCES = ad_sources_yml(ODS)
 HEAD = "{{ config(materialized='streaming_table', partition_by=['dt']) }}\n"
@@ -51,20 +50,6 @@ CLICK_SCHEMA = "req_id string, click_ts timestamp, ingest_ts timestamp, dt strin
 
 
 # --- input rows -----------------------------------------------------------------------------------
-
-def at(day: int, hh: int, mm: int, ss: int = 0, us: int = 0) -> datetime:
-    return DAY1 + timedelta(days=day - 1, hours=hh, minutes=mm, seconds=ss, microseconds=us)
-
-
-def imp(req, ad, ts, ingest=None):
-    ingest = ingest or ts
-    return (req, ad, ts, ingest, (ingest or DAY1).strftime("%Y-%m-%d"))
-
-
-def click(req, ts, ingest=None):
-    ingest = ingest or ts
-    return (req, ts, ingest, (ingest or DAY1).strftime("%Y-%m-%d"))
-
 
 def edge_cases():
     """Bounds to the µs, midnight-crossing matches, null keys, duplicates, dirty rows."""

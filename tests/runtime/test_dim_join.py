@@ -21,6 +21,7 @@ from click.testing import CliRunner
 from pyspark.sql import functions as F
 
 from helpers import make_project
+from runtime.adkit import assert_same, profiles
 from sqlflow.cli import main
 from sqlflow.compiler import compile_project
 from sqlflow.context import Context
@@ -65,15 +66,6 @@ sources:
       - name: dim_user
         meta:
           sqlflow: {{partition_column: dt, ready_marker: _SUCCESS}}
-"""
-
-
-def profiles(schema):
-    return f"""\
-sqlflow:
-  target: local
-  outputs:
-    local: {{type: spark, method: session, host: NA, schema: {schema}}}
 """
 
 
@@ -154,13 +146,6 @@ def rows_of(spark, table, *cols):
 def entries(spark, table):
     log = C.read(spark).where(F.col("table") == table.lower())
     return log.where(F.col("kind") == "write").orderBy("committed_at").collect()
-
-
-def assert_same(spark, got_table, want_table, drop=()):
-    got, want = spark.table(got_table).drop(*drop), spark.table(want_table).drop(*drop)
-    missing, extra = want.exceptAll(got).collect(), got.exceptAll(want).collect()
-    assert (missing, extra) == ([], []), f"{got_table}: missing {missing}, unexpected {extra}"
-    assert want.count() > 0
 
 
 # --- fallback depth -----------------------------------------------------------------------------

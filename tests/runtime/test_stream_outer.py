@@ -10,9 +10,7 @@ that matches an already padded row marks its partition dirty in the commit log.
 
 from __future__ import annotations
 
-import dataclasses
 import random
-import re
 import threading
 import time
 from datetime import timedelta
@@ -20,14 +18,10 @@ from datetime import timedelta
 import pytest
 from pyspark.sql import functions as F
 
-from helpers import ad_sources_yml, make_project
-from runtime.test_stream_run import (CLICK_SCHEMA, IMP_SCHEMA, append, assert_same, at, click,
-                                     edge_cases, imp, profiles, random_rows)
-from sqlflow.compiler import compile_project
-from sqlflow.context import Context
+from runtime.adkit import (CLICK_SCHEMA, IMP_SCHEMA, append, assert_same, at, click, edge_cases,
+                           imp, in_ingest_chunks, random_rows, setup_projects)
 from sqlflow.errors import SqlflowError
 from sqlflow.runtime import commitlog
-from sqlflow.runtime.batch import run_batch
 from sqlflow.runtime.stream import run_stream
 
 pytestmark = pytest.mark.spark
@@ -53,58 +47,9 @@ LEFT JOIN {{{{ source('ods', 'clicks') }}}} AS c {JOIN}""",
 }
 
 
-@dataclasses.dataclass
-class Setup:
-    ods: str
-    batch: Context
-    stream: Context
-    batch_plans: dict
-    stream_plans: dict
-
-    def truth(self, model):
-        run_batch(self.batch, self.batch_plans[model])
-        return self.batch_plans[model].sink.table
-
-    def one_file_per_batch(self, model):
-        plan = self.stream_plans[model]
-        return dataclasses.replace(plan, sources=tuple(
-            dataclasses.replace(b, max_files_per_trigger=1) for b in plan.sources))
-
-
 @pytest.fixture
 def setup(spark, tmp_path, request):
-    name = "rt_outer_" + re.sub(r"\W", "_", request.node.name.removeprefix("test_"))[-30:]
-    ods, dw_b, dw_s = f"{name}_ods", f"{name}_b", f"{name}_s"
-    for db in (ods, dw_b, dw_s):
-        spark.sql(f"DROP DATABASE IF EXISTS {db} CASCADE")
-    spark.sql(f"CREATE DATABASE {ods}")
-    spark.createDataFrame([], IMP_SCHEMA).write.format("delta").saveAsTable(f"{ods}.imps")
-    spark.createDataFrame([], CLICK_SCHEMA).write.format("delta").saveAsTable(f"{ods}.clicks")
-    contexts, plans = [], []
-    for schema, mode in ((dw_b, "batch"), (dw_s, "stream")):
-        root = make_project(tmp_path / mode, models=MODELS, yml={"sources.yml": ad_sources_yml(ods)},
-                            profiles_yml=profiles(schema))
-        ctx = Context.with_session(spark, root)
-        result = compile_project(root, mode=mode, target=ctx.target)
-        result.raise_if_errors()
-        contexts.append(ctx)
-        plans.append(result.plans)
-    yield Setup(ods, contexts[0], contexts[1], plans[0], plans[1])
-    for db in (ods, dw_b, dw_s):
-        spark.sql(f"DROP DATABASE IF EXISTS {db} CASCADE")
-
-
-def in_ingest_chunks(rnd, rows, table, schema):
-    """The rows in ingest order (ties shuffled), cut into random chunks: one commit each."""
-    rows = list(rows)
-    rnd.shuffle(rows)
-    rows.sort(key=lambda r: r[-2])
-    out = []
-    while rows:
-        n = rnd.randint(max(1, len(rows) // 4), max(1, len(rows) // 2))
-        out.append((table, rows[:n], schema))
-        rows = rows[n:]
-    return out
+    yield from setup_projects(spark, tmp_path, request, "rt_outer_", MODELS)
 
 
 def bounds_cases():
@@ -147,7 +92,7 @@ def test_outer_join_with_random_splits_and_a_restart_equals_the_batch_plan(spark
     res = run_stream(s.stream, plan, on_batch=lambda r: print(r.line()))
     assert res.batches[0].replayed and res.batches[-1].kind == "flush"
     assert res.dirty == ()
-    truth = s.truth(model)
+    truth, _ = s.truth(model)
     assert_same(spark, plan.sink.table, truth)
     padded = spark.table(plan.sink.table).where(F.col("imp_ts" if model == "right_samples" else "click_ts").isNull())
     assert padded.count() > 0
@@ -197,7 +142,7 @@ def test_a_row_matching_an_already_padded_row_marks_its_partition_dirty(spark, s
     assert [(o.partition, o.dirty) for o in opened] == [("dt=2026-11-01", True)]
     assert "emitted padded" in opened[0].reasons[0]
     # the stream differs from the batch exactly in the dirty partition
-    truth = s.truth("left_samples")
+    truth, _ = s.truth("left_samples")
     good = F.col("dt") != "2026-11-01"
     assert_same_where(spark, plan.sink.table, truth, good)
     assert spark.table(plan.sink.table).where(~good).exceptAll(spark.table(truth).where(~good)).count() == 1

@@ -10,22 +10,17 @@ from __future__ import annotations
 
 import dataclasses
 import random
-import re
-from datetime import datetime, timedelta, timezone
 
 import pytest
 
 from helpers import ad_sources_yml, make_project
+from runtime.adkit import (CLICK_SCHEMA, IMP_SCHEMA, append, assert_same, at, chunks, click, edge_cases, imp,
+                           random_rows, setup_projects)
 from sqlflow.compiler import compile_project
-from sqlflow.context import Context
 from sqlflow.runtime import commitlog
-from sqlflow.runtime.batch import run_batch
 from sqlflow.runtime.stream import run_stream
 
 pytestmark = pytest.mark.spark
-
-UTC = timezone.utc
-DAY1 = datetime(2026, 11, 1, tzinfo=UTC)
 
 
 def head(skew):
@@ -49,119 +44,23 @@ MODELS = {
     "samples.sql": head("3 days") + SAMPLES,
     "tight.sql": head("0 seconds") + ATTRIBUTED,
 }
-IMP_SCHEMA = "req_id string, ad_id bigint, imp_ts timestamp, ingest_ts timestamp, dt string"
-CLICK_SCHEMA = "req_id string, click_ts timestamp, ingest_ts timestamp, dt string"
-
-
-def at(day, hh, mm, ss=0, us=0):
-    return DAY1 + timedelta(days=day - 1, hours=hh, minutes=mm, seconds=ss, microseconds=us)
-
-
-def imp(req, ad, ts, ingest=None):
-    ingest = ingest or ts
-    return (req, ad, ts, ingest, ingest.strftime("%Y-%m-%d"))
-
-
-def click(req, ts, ingest=None):
-    ingest = ingest or ts
-    return (req, ts, ingest, ingest.strftime("%Y-%m-%d"))
 
 
 def rows(seed):
     """Bounds exactly at lower and upper and one µs outside each, NULL keys, duplicates,
-    late, future and timeless rows, a day boundary, and random rows over two days."""
-    imps = [
-        imp("lower", 1, at(1, 10, 0)), imp("upper", 1, at(1, 11, 0)),
-        imp("below", 1, at(1, 12, 0)), imp("above", 1, at(1, 13, 0)),
-        imp(None, 2, at(1, 14, 0)),
-        imp("dup", 3, at(1, 15, 0)), imp("dup", 3, at(1, 15, 0)),
-        imp("late", 4, at(1, 16, 0), at(1, 16, 10, us=1)),  # 10 min + 1 µs late: quarantined
-        imp("future", 5, at(1, 18, 5, us=1), at(1, 18, 0)),  # 5 min + 1 µs ahead: quarantined
-        imp("no-time", 5, None, at(1, 19, 0)),
-        imp("zero-ad", 0, at(1, 20, 0)),
-        imp("midnight", 6, at(1, 23, 55)),
-    ]
-    clicks = [
-        click("lower", at(1, 10, 0)), click("upper", at(1, 11, 20)),
-        click("below", at(1, 12, 0) - timedelta(microseconds=1)),
-        click("above", at(1, 13, 20, us=1)),
-        click(None, at(1, 14, 1)),
-        click("dup", at(1, 15, 1)), click("dup", at(1, 15, 1)),
-        click("late", at(1, 16, 1)),
-        click("midnight", at(2, 0, 10)),
-    ]
-    rnd = random.Random(seed)
-    for k in range(24):
-        ts = DAY1 + timedelta(microseconds=rnd.randrange(2 * 86_400_000_000))
-        req = f"r{k % 15}"
-        imps.append(imp(req, rnd.randrange(-1, 3), ts, ts + timedelta(seconds=rnd.randint(-360, 720))))
-        for _ in range(rnd.choice([0, 1, 2])):
-            cts = ts + timedelta(microseconds=rnd.randrange(25 * 60_000_000))
-            clicks.append(click(req, cts, cts + timedelta(seconds=rnd.randint(-360, 720))))
+    late, future and timeless rows, a day boundary (the shared edge cases without the pair
+    at exactly the lateness limit), and random rows over two days."""
+    imps, clicks = edge_cases()
+    imps = [r for r in imps if r[0] != "in-time"]
+    clicks = [r for r in clicks if r[0] not in ("in-time", "future")]
+    more = random_rows(seed, n=24, keys=15)
+    imps, clicks = imps + more[0], clicks + more[1]
     return imps, clicks
-
-
-def profiles(schema):
-    return f"""\
-sqlflow:
-  target: local
-  outputs:
-    local: {{type: spark, method: session, host: NA, schema: {schema}}}
-"""
-
-
-@dataclasses.dataclass
-class Setup:
-    ods: str
-    batch: Context
-    stream: Context
-    batch_plans: dict
-    stream_plans: dict
 
 
 @pytest.fixture
 def setup(spark, tmp_path, request):
-    name = "rt_stateful_" + re.sub(r"\W", "_", request.node.name.removeprefix("test_"))[-24:]
-    ods, dw_b, dw_s = f"{name}_ods", f"{name}_b", f"{name}_s"
-    for db in (ods, dw_b, dw_s):
-        spark.sql(f"DROP DATABASE IF EXISTS {db} CASCADE")
-    spark.sql(f"CREATE DATABASE {ods}")
-    spark.createDataFrame([], IMP_SCHEMA).write.format("delta").saveAsTable(f"{ods}.imps")
-    spark.createDataFrame([], CLICK_SCHEMA).write.format("delta").saveAsTable(f"{ods}.clicks")
-    contexts, plans = [], []
-    for schema, mode in ((dw_b, "batch"), (dw_s, "stream")):
-        root = make_project(tmp_path / mode, models=MODELS, yml={"sources.yml": ad_sources_yml(ods)},
-                            profiles_yml=profiles(schema))
-        ctx = Context.with_session(spark, root)
-        result = compile_project(root, mode=mode, target=ctx.target)
-        result.raise_if_errors()
-        contexts.append(ctx)
-        plans.append(result.plans)
-    yield Setup(ods, contexts[0], contexts[1], plans[0], plans[1])
-    for db in (ods, dw_b, dw_s):
-        spark.sql(f"DROP DATABASE IF EXISTS {db} CASCADE")
-
-
-def append(spark, table, rows_, schema):
-    spark.createDataFrame(rows_, schema).coalesce(1).write.format("delta").mode("append").saveAsTable(table)
-
-
-def chunks(rnd, rows_, table, schema):
-    rows_ = list(rows_)
-    rnd.shuffle(rows_)
-    out = []
-    while rows_:
-        n = rnd.randint(max(1, len(rows_) // 3), len(rows_))
-        out.append((table, rows_[:n], schema))
-        rows_ = rows_[n:]
-    return out
-
-
-def assert_same(spark, got_table, want_table, drop=()):
-    got, want = spark.table(got_table).drop(*drop), spark.table(want_table).drop(*drop)
-    missing, extra = want.exceptAll(got).collect(), got.exceptAll(want).collect()
-    assert (missing, extra) == ([], []), f"{got_table}: missing {missing}, unexpected {extra}"
-    assert want.count() > 0
+    yield from setup_projects(spark, tmp_path, request, "rt_stateful_", MODELS)
 
 
 def log_rows(spark, table, kind):
@@ -186,10 +85,9 @@ def test_inner_and_left_outer_joins_equal_the_batch_plan_after_a_bounded_run(spa
         result = run_stream(s.stream, plan, on_batch=lambda r: print(r.line()))
         assert len(result.batches) >= 3
         assert all(b.dropped == 0 and b.spark_dropped in (0, None) for b in result.batches)
-        want = s.batch_plans[model]
-        run_batch(s.batch, want)
-        assert_same(spark, plan.sink.table, want.sink.table)
-        assert_same(spark, plan.quarantine, want.quarantine, drop=("origin",))
+        sink, quarantine = s.truth(model)
+        assert_same(spark, plan.sink.table, sink)
+        assert_same(spark, plan.quarantine, quarantine, drop=("origin",))
         # one commit-log `write` row per written partition and batch, rows adding up; no dirt
         written = log_rows(spark, plan.sink.table, "write")
         assert sum(r["rows"] for r in written) == spark.table(plan.sink.table).count()
@@ -230,8 +128,8 @@ def test_a_row_spark_drops_behind_the_watermark_marks_its_partition_dirty(spark,
     assert {(r["partition"], r["reason"], r["dropped"]) for r in dirty} == {
         ("dt=2026-11-02", "dropped_by_watermark", 3)}
     assert [p.partition for p in commitlog.open_partitions(spark, [plan.sink.table])] == ["dt=2026-11-02"]
-    run_batch(s.batch, s.batch_plans["tight"])
-    missing = spark.table(s.batch_plans["tight"].sink.table).exceptAll(spark.table(plan.sink.table))
+    truth, _ = s.truth("tight")
+    missing = spark.table(truth).exceptAll(spark.table(plan.sink.table))
     assert [r["req_id"] for r in missing.collect()] == ["c"]  # what repair will rewrite
 
 
@@ -292,6 +190,5 @@ def test_an_idle_timeout_closes_pending_intervals_under_an_interval_trigger(spar
         query.processAllAvailable()  # let the running batch finish: stop() interrupts it
     finally:
         query.stop()
-    want = s.batch_plans["samples"]
-    run_batch(s.batch, want)
-    assert_same(spark, plan.sink.table, want.sink.table)
+    truth, _ = s.truth("samples")
+    assert_same(spark, plan.sink.table, truth)

@@ -45,6 +45,7 @@ from sqlflow.plan import Sink, SourceBinding, StreamPlan
 from sqlflow.runtime import commitlog, padding
 from sqlflow.runtime import quarantine as Q
 from sqlflow.runtime import snapshot, state
+from sqlflow.runtime.batchfn import BatchFunction
 from sqlflow.runtime.sinks import BatchId, WriteResult, committed, table_version, write
 
 SIDE = "__side"
@@ -83,7 +84,7 @@ class BatchReport:
                 f"quarantined {self.quarantined:,}{note}{dirty} ({self.seconds:.1f}s)")
 
 
-class MicroBatch:
+class MicroBatch(BatchFunction):
     """The `foreachBatch` function of one model's query.
 
     `app_id` names the query in every idempotent write (the sink's `txnAppId`); `after_sink`
@@ -106,21 +107,16 @@ class MicroBatch:
         self.outer = padding.sides(plan)
         self.progress = padding.progress_table(plan.sink.table, plan.model)
         self.reports: list[BatchReport] = []
-        self.error: BaseException | None = None
         self.lock = threading.RLock()
         self._cached: list[DataFrame] = []  # padding frames of the running step
         began = time.monotonic()
         self.last_rows = {b.relation: began for b in sides}  # when each input last brought rows
 
-    def __call__(self, df: DataFrame, batch_id: int) -> None:
-        try:
-            with self.lock:
-                self._run(df, batch_id)
-        except BaseException as exc:  # kept: Spark wraps it in a StreamingQueryException
-            self.error = exc
-            raise
-
     def _run(self, df: DataFrame, batch_id: int) -> None:
+        with self.lock:  # the idle check pads from another thread
+            self._batch(df, batch_id)
+
+    def _batch(self, df: DataFrame, batch_id: int) -> None:
         began = time.monotonic()
         spark, plan = df.sparkSession, self.plan
         df = df.persist()

@@ -61,6 +61,7 @@ from sqlflow.errors import Location, SqlflowError
 from sqlflow.plan import Sink, SourceBinding, StreamPlan
 from sqlflow.runtime import commitlog, state
 from sqlflow.runtime import quarantine as Q
+from sqlflow.runtime.batchfn import BatchFunction, query_failed
 from sqlflow.runtime.microbatch import SIDE, BatchReport
 from sqlflow.runtime.sinks import BatchId, PartitionWrite, WriteResult, write
 from sqlflow.runtime.stream import AVAILABLE_NOW, StreamResult, _query_id
@@ -196,7 +197,7 @@ def _column(df: DataFrame, name: str) -> str:
 
 # --- one micro-batch ----------------------------------------------------------------------------------
 
-class StatefulBatch:
+class StatefulBatch(BatchFunction):
     """The `foreachBatch` function of one stateful query (see the module docstring).
 
     Also keeps, per input, when it last brought rows and its newest event time: the idle
@@ -209,17 +210,9 @@ class StatefulBatch:
         self.plan, self.sides, self.checkpoint, self.app_id = plan, sides, checkpoint, app_id
         self.on_batch, self.after_sink = on_batch, after_sink
         self.reports: list[StatefulReport] = []
-        self.error: BaseException | None = None
         now = time.monotonic()
         self.last_rows_at = [now] * len(sides)
         self.newest_us: list[int | None] = [None] * len(sides)
-
-    def __call__(self, df: DataFrame, batch_id: int) -> None:
-        try:
-            self._run(df, batch_id)
-        except BaseException as exc:  # kept: Spark wraps it in a StreamingQueryException
-            self.error = exc
-            raise
 
     def _run(self, df: DataFrame, batch_id: int) -> None:
         began = time.monotonic()
@@ -429,13 +422,7 @@ def _run(ctx, plan: StreamPlan, trigger: str, on_batch, after_sink) -> list[Stat
     except KeyboardInterrupt:
         query.stop()
     except Exception as exc:
-        if isinstance(fn.error, SqlflowError):
-            raise fn.error from exc
-        cause = fn.error or exc
-        first = str(cause).strip().splitlines()[0] if str(cause).strip() else type(cause).__name__
-        raise SqlflowError(f"model `{plan.model}`: stream query failed: {first}",
-                           location=Location(plan.path),
-                           hint="run again to resume from the checkpoint; --debug shows Spark's error") from cause
+        raise query_failed(f"model `{plan.model}`", plan.path, fn.error, exc) from exc
     spark_dropped = {p["batchId"]: sum(s.get("numRowsDroppedByWatermark", 0) for s in p["stateOperators"])
                      for p in query.recentProgress}
     return [replace(r, spark_dropped=spark_dropped.get(r.batch_id)) for r in fn.reports]

@@ -33,6 +33,7 @@ from pyspark.sql import functions as F
 from sqlflow.errors import Location, SqlflowError
 from sqlflow.plan import RoutedPlan, StreamPlan
 from sqlflow.runtime import padding, state
+from sqlflow.runtime.batchfn import query_failed
 from sqlflow.runtime.microbatch import SIDE, BatchReport, MicroBatch, side_column
 
 AVAILABLE_NOW = "available-now"
@@ -153,13 +154,7 @@ def run_stream(ctx, plan: StreamPlan, *, trigger: str = AVAILABLE_NOW,
     except KeyboardInterrupt:
         query.stop()
     except Exception as exc:
-        if isinstance(fn.error, SqlflowError):
-            raise fn.error from exc
-        cause = fn.error or exc
-        raise SqlflowError(f"model `{plan.model}`: stream query failed: "
-                           f"{str(cause).strip().splitlines()[0] if str(cause).strip() else type(cause).__name__}",
-                           location=Location(plan.path),
-                           hint="run again to resume from the checkpoint; --debug shows Spark's error") from cause
+        raise query_failed(f"model `{plan.model}`", plan.path, fn.error, exc) from exc
     return StreamResult(plan.model, tuple(fn.reports), time.monotonic() - began)
 
 
@@ -260,12 +255,7 @@ def _run_together(ctx, plans: list[StreamPlan], trigger: str | None, report, add
         pass
     except Exception as exc:
         plan, _, fn = next(((p, q, f) for p, q, f in started if f.error), (plans[0], None, None))
-        cause = fn.error if fn else exc
-        if isinstance(cause, SqlflowError):
-            raise cause from exc
-        raise SqlflowError(f"model `{plan.model}`: stream query failed: {str(cause).strip()[:300]}",
-                           location=Location(plan.path),
-                           hint="run again to resume from the checkpoint; --debug shows Spark's error") from exc
+        raise query_failed(f"model `{plan.model}`", plan.path, fn.error if fn else None, exc) from exc
     finally:
         for _, query, _ in started:
             query.stop()

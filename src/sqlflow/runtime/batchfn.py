@@ -1,0 +1,42 @@
+"""What the foreachBatch functions of the stream runtimes share (`microbatch`, `stateful`,
+`routing`): keep the exception a micro-batch raised, and turn a failed query into the error
+the user sees.
+
+Spark wraps an exception raised inside foreachBatch in a StreamingQueryException whose text is
+a Java trace. Each function keeps the original (`error`), so the runner re-raises a
+SqlflowError exactly as the micro-batch raised it (file, line, hint) and names the model for
+anything else."""
+
+from __future__ import annotations
+
+from pyspark.sql import DataFrame
+
+from sqlflow.errors import Location, SqlflowError
+
+
+class BatchFunction:
+    """Base of a foreachBatch callable: subclasses implement `_run`."""
+
+    error: BaseException | None = None
+
+    def __call__(self, df: DataFrame, batch_id: int) -> None:
+        try:
+            self._run(df, batch_id)
+        except BaseException as exc:  # kept: Spark wraps it in a StreamingQueryException
+            self.error = exc
+            raise
+
+    def _run(self, df: DataFrame, batch_id: int) -> None:
+        raise NotImplementedError
+
+
+def query_failed(what: str, path: str, error: BaseException | None, exc: BaseException) -> SqlflowError:
+    """The error to raise for a query that failed with `exc`: the micro-batch's own SqlflowError
+    as it was raised, else one naming `what` (e.g. "model `x`") with the first line of the cause."""
+    cause = error or exc
+    if isinstance(cause, SqlflowError):
+        return cause
+    text = str(cause).strip()
+    first = text.splitlines()[0][:300] if text else type(cause).__name__
+    return SqlflowError(f"{what}: stream query failed: {first}", location=Location(path),
+                        hint="run again to resume from the checkpoint; --debug shows Spark's error")
