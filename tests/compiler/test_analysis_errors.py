@@ -163,10 +163,12 @@ def test_without_a_query_context_the_name_in_the_parameters_is_found(tmp_path):
 
 
 def test_a_delta_rule_statement_repeating_the_model_maps_each_copy_to_the_model(tmp_path):
-    plan = plan_of(tmp_path, "SELECT i.req_id, nosuch FROM {{ source('ods', 'imps') }} AS i")
+    sql = "SELECT i.req_id, nosuch FROM {{ source('ods', 'imps') }} AS i\nWHERE nosuch > 0"
+    plan = plan_of(tmp_path, sql)
     doubled = dataclasses.replace(plan, sql=f"{plan.sql}\nUNION ALL\n{plan.sql}")
-    err = analysis_error(unresolved("`nosuch`", doubled.sql, "nosuch", nth=1), doubled)
-    assert err.diagnostics[0].location == Location("models/m.sql", 1, 18)
+    for nth, want in ((0, (1, 18)), (1, (2, 7)), (2, (1, 18)), (3, (2, 7))):
+        err = analysis_error(unresolved("`nosuch`", doubled.sql, "nosuch", nth=nth), doubled)
+        assert err.diagnostics[0].location == Location("models/m.sql", *want)
 
 
 def test_what_cannot_be_located_gives_none_and_model_errors_lets_the_original_through(tmp_path):
