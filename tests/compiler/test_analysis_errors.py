@@ -153,8 +153,8 @@ def test_without_a_query_context_the_name_in_the_parameters_is_found(tmp_path):
            "FROM {{ source('ods', 'imps') }} AS i\n")
     plan = plan_of(tmp_path, sql)
     exc = FakeAnalysisException(
-        "UNRESOLVED_ROUTINE", {"routineName": "`nofunc`", "searchPath": "[`system`.`builtin`]"},
-        "[UNRESOLVED_ROUTINE] Cannot resolve routine `nofunc` on search path [`system`.`builtin`]. "
+        "UNRESOLVED_ROUTINE", {"routineName": "`NOFUNC`", "searchPath": "[`system`.`builtin`]"},
+        "[UNRESOLVED_ROUTINE] Cannot resolve routine `NOFUNC` on search path [`system`.`builtin`]. "
         "SQLSTATE: 42883")
     (diag,) = analysis_error(exc, plan).diagnostics
     assert diag.location == Location("models/m.sql", 3, 8)
@@ -235,6 +235,12 @@ def test_stream_plans_are_located_too(tmp_path):
 def test_messages_are_plain_words(condition, params, message, want):
     got = explain(SparkProblem(condition, params, message))
     assert got[0] == want[0] and got[1].startswith(want[1])
+
+
+def test_a_function_name_reads_as_the_model_spells_it():
+    problem = SparkProblem("UNRESOLVED_ROUTINE", {"routineName": "`NO_SUCH_UDF`"}, "")
+    assert explain(problem, "no_such_udf")[0] == "function `no_such_udf` does not exist"
+    assert explain(problem, "other")[0] == "function `NO_SUCH_UDF` does not exist"
 
 
 def test_find_in_model_gives_none_for_sql_it_cannot_tokenize():

@@ -110,8 +110,8 @@ def _needles(problem: SparkProblem) -> list[tuple[str, int | None]]:
     return out
 
 
-def find_in_model(problem: SparkProblem, plan_sql: str, rendered_sql: str) -> tuple[int, int] | None:
-    """1-based (line, col) in the rendered model of what Spark rejected in `plan_sql`, or None."""
+def find_in_model(problem: SparkProblem, plan_sql: str, rendered_sql: str) -> int | None:
+    """Character offset in the rendered model of what Spark rejected in `plan_sql`, or None."""
     plan_tokens, model_tokens = _tokens(plan_sql), _tokens(rendered_sql)
     if plan_tokens is None or model_tokens is None:
         return None
@@ -127,7 +127,7 @@ def find_in_model(problem: SparkProblem, plan_sql: str, rendered_sql: str) -> tu
         k = in_plan.index(start) if start is not None and start in in_plan else 0
         offset = in_model[k % len(in_model)] if len(in_plan) % len(in_model) == 0 else (
             in_model[k] if k < len(in_model) else in_model[0])
-        return _line_col(rendered_sql, offset)
+        return offset
     return None
 
 
@@ -146,9 +146,10 @@ def _plain(message: str) -> str:
     return text.splitlines()[0].strip() if text else "Spark rejected the SQL"
 
 
-def explain(problem: SparkProblem) -> tuple[str, str]:
+def explain(problem: SparkProblem, written: str = "") -> tuple[str, str]:
     """(message, hint) in plain words for the conditions analysts hit most, Spark's own words
-    for the rest."""
+    for the rest. `written`: the word at the model's location, so a function name reads as the
+    analyst spelled it (sqlglot upper-cases function names in the plan's SQL)."""
     p, cond = problem.params, problem.condition
     if cond.startswith("UNRESOLVED_COLUMN"):
         name = p.get("objectName", "?")
@@ -157,7 +158,10 @@ def explain(problem: SparkProblem) -> tuple[str, str]:
                 "check the name against the columns of the tables the query reads")
         return f"column {name} does not exist", hint
     if cond.startswith("UNRESOLVED_ROUTINE"):
-        return (f"function {p.get('routineName', '?')} does not exist",
+        name = p.get("routineName", "?")
+        if written and name.strip("`").split("`.`")[-1].lower() == written.lower():
+            name = f"`{written}`"
+        return (f"function {name} does not exist",
                 "check the spelling; a Python UDF must be defined under udfs/ with this name")
     if cond.startswith("TABLE_OR_VIEW_NOT_FOUND"):
         return (f"table {p.get('relationName', '?')} does not exist",
@@ -181,11 +185,13 @@ def analysis_error(exc: BaseException, plan: Any) -> SqlflowError | None:
     problem = problem_of(exc)
     if source_map is None or problem is None:
         return None
-    at = find_in_model(problem, plan.sql, "\n".join(source_map.rendered_lines))
-    if at is None:
+    rendered = "\n".join(source_map.rendered_lines)
+    offset = find_in_model(problem, plan.sql, rendered)
+    if offset is None:
         return None
-    where: Location = source_map.locate(*at)
-    message, hint = explain(problem)
+    where: Location = source_map.locate(*_line_col(rendered, offset))
+    word = re.match(r"[A-Za-z_][A-Za-z0-9_]*", rendered[offset:])
+    message, hint = explain(problem, word.group() if word else "")
     return SqlflowError(
         f"model `{plan.model}`: {message}", location=where,
         hint=f"{hint} (Spark [{problem.condition}] on target/sqlflow/{plan.mode}/{plan.model}.sql)")
