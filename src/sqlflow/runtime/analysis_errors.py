@@ -125,9 +125,11 @@ def find_in_model(problem: SparkProblem, plan_sql: str, rendered_sql: str) -> in
             continue
         in_plan = _occurrences(plan_tokens, keys)
         k = in_plan.index(start) if start is not None and start in in_plan else 0
-        offset = in_model[k % len(in_model)] if len(in_plan) % len(in_model) == 0 else (
-            in_model[k] if k < len(in_model) else in_model[0])
-        return offset
+        if len(in_plan) % len(in_model) == 0:  # the plan holds whole copies of the statement
+            k %= len(in_model)
+        elif k >= len(in_model):  # the plan added occurrences: the model's first one
+            k = 0
+        return in_model[k]
     return None
 
 
