@@ -6,6 +6,7 @@ stream-safety findings are errors in stream mode and warnings in batch mode.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -77,8 +78,10 @@ def compile_project(project_dir: Path, *, mode: Mode, select: Sequence[str] | No
         result.rendered[name] = rendered
         if any(d.severity == "error" for d in findings):
             continue  # an unsafe model gets no plan; its errors say why
-        result.plans[name] = build_plan(
+        plan = build_plan(
             rendered, ir, mode, warnings=tuple(d.format() for d in findings if d.severity == "warning"))
+        # kept so Spark's analysis errors name the model line (sqlflow.runtime.analysis_errors)
+        result.plans[name] = dataclasses.replace(plan, source_map=rendered.source_map)
     if parse_errors:
         raise SqlflowError(diagnostics=parse_errors)
     from sqlflow.fusion import fuse_routes

@@ -16,17 +16,25 @@ Both come from the one sqlglot AST of the model. The modes differ only at the ed
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from sqlglot import exp
 
 from sqlflow.dialect import DIALECT
 from sqlflow.ir import InputRel, JoinIR, ModelIR
+from sqlflow.sourcemap import SourceMap
 
 Mode = Literal["stream", "batch"]
 STATE_DIR = ".sqlflow"
 COMMIT_LOG = "sqlflow.commit_log"  # DESIGN 2.5; `dim_join` reads READY from it
+
+
+def source_map_field() -> Any:
+    """The model's rendered SQL and source map, kept so a Spark analysis error of the plan's SQL
+    can name the model line (`sqlflow.runtime.analysis_errors`): not compared, not printed, not
+    in `to_dict()` (the artifacts)."""
+    return field(default=None, compare=False, repr=False, metadata={"runtime_only": True})
 
 
 @dataclass(frozen=True)
@@ -145,6 +153,7 @@ class BatchPlan:
     dim: DimPlan | None = None
     mode: Mode = "batch"
     warnings: tuple[str, ...] = ()
+    source_map: SourceMap | None = source_map_field()
 
     def to_dict(self) -> dict[str, Any]:
         return _to_dict(self)
@@ -168,6 +177,7 @@ class StreamPlan:
     warnings: tuple[str, ...] = ()
     idle_timeout_us: int | None = None  # config `idle_timeout`: close what an idle input holds open
     flush_margin_us: int = 0  # stateful: sum of the stream joins' widest bounds (end-of-input flush)
+    source_map: SourceMap | None = source_map_field()
 
     def to_dict(self) -> dict[str, Any]:
         return _to_dict(self)
@@ -177,7 +187,9 @@ Plan = BatchPlan | StreamPlan
 
 
 def _to_dict(plan: Any) -> dict[str, Any]:
-    return {"kind": type(plan).__name__, **dataclasses.asdict(plan)}
+    skip = {f.name: None for f in dataclasses.fields(plan) if f.metadata.get("runtime_only")}
+    data = dataclasses.asdict(dataclasses.replace(plan, **skip) if skip else plan)
+    return {"kind": type(plan).__name__, **{k: v for k, v in data.items() if k not in skip}}
 
 
 def spark_sql(tree: exp.Expression) -> str:

@@ -33,6 +33,7 @@ from sqlflow.errors import Location, SqlflowError
 from sqlflow.plan import COMMIT_LOG, BatchPlan, RoutedPlan, Sink
 from sqlflow.runtime import quarantine as Q
 from sqlflow.runtime import snapshot
+from sqlflow.runtime.analysis_errors import model_errors
 from sqlflow.runtime.sinks import WriteResult, quote, table_version, write
 
 try:  # a JVM error pyspark does not translate arrives as Py4JJavaError (not with Spark Connect)
@@ -229,9 +230,10 @@ def _event_bounds(dates: DateRange, margin_us: int) -> tuple[Column, Column]:
 
 
 def _write_sink(spark: SparkSession, plan: BatchPlan, dates: DateRange | None) -> WriteResult:
+    with model_errors(plan):  # Spark's analysis error at the model's line (a view: checked first)
+        rows = spark.sql(plan.sql)
     if plan.sink.write == "view":
         return write(spark, plan.sink, sql=plan.sql)
-    rows = spark.sql(plan.sql)
     where = None
     if dates is not None:
         where = range_predicate(rows, plan.sink.partition_by[0], dates, model=plan.model)

@@ -45,6 +45,7 @@ from sqlflow.plan import Sink, SourceBinding, StreamPlan
 from sqlflow.runtime import commitlog, padding
 from sqlflow.runtime import quarantine as Q
 from sqlflow.runtime import snapshot, state
+from sqlflow.runtime.analysis_errors import model_errors
 from sqlflow.runtime.batchfn import BatchFunction
 from sqlflow.runtime.sinks import BatchId, WriteResult, committed, table_version, write
 
@@ -147,7 +148,8 @@ class MicroBatch(BatchFunction):
                     old = state.older(spark, self.state_tables[b.relation],
                                       self.schemas[b.relation], batch_id, keep)
                     old.createOrReplaceTempView(b.old_view)
-            rows = spark.sql(plan.sql)  # analysed now: the views may be rebound below
+            with model_errors(plan):  # Spark's analysis error at the model's line
+                rows = spark.sql(plan.sql)  # analysed now: the views may be rebound below
             now, pads, dirty = None, [], []
             if self.outer:
                 rows, now, pads, dirty = self._outer(spark, rows, batch_id, clean, counts)

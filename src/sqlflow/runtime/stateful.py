@@ -61,6 +61,7 @@ from sqlflow.errors import Location, SqlflowError
 from sqlflow.plan import Sink, SourceBinding, StreamPlan
 from sqlflow.runtime import commitlog, state
 from sqlflow.runtime import quarantine as Q
+from sqlflow.runtime.analysis_errors import model_errors
 from sqlflow.runtime.batchfn import BatchFunction, query_failed
 from sqlflow.runtime.microbatch import SIDE, BatchReport
 from sqlflow.runtime.sinks import BatchId, PartitionWrite, WriteResult, write
@@ -152,7 +153,8 @@ def start(ctx, plan: StreamPlan, *, trigger: str = AVAILABLE_NOW,
             branches.append(split.quarantine.select(
                 F.lit("quarantine").alias(KIND), F.lit(k).alias(SIDE),
                 F.struct(*[F.col(f"`{c}`") for c in split.quarantine.columns]).alias(QROW)))
-        model = spark.sql(plan.sql)
+        with model_errors(plan):  # Spark's analysis error at the model's line
+            model = spark.sql(plan.sql)
     finally:
         for b in sides:
             spark.catalog.dropTempView(b.view)
