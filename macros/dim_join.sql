@@ -78,6 +78,9 @@
 {%- for l, r in pairs %}
  and {{ l if ('(' in l or '.' in l) else fact_alias ~ '.' ~ l }} = {{ alias }}.{{ r }}
 {%- endfor %}
+{%- if dbt_run %}
+/* sqlflow_dim_join_end */
+{%- endif %}
 {%- endmacro %}
 
 

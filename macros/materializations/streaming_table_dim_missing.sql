@@ -23,10 +23,12 @@
   first of its inputs whose event-time column the model passes through under the same name,
   and the ingest time of its first event input when the model keeps that column.
 
-  Differences from sqlflow (docs/authoring.md): the model's WHERE conditions on the fact table
-  are not applied to the dim_missing rows (sqlflow applies them: it reads the SQL as a tree),
-  and `_SUCCESS` markers count once sqlflow recorded them in the commit log (any sqlflow run
-  that reads the dimension, or `sqlflow mark-ready`): Spark SQL lists no `_`-files.
+  Differences from sqlflow (docs/macros.md): the model's WHERE conditions on the fact table
+  are not applied to the dim_missing rows (sqlflow applies them: it reads the SQL as a tree;
+  a WHERE after the last dim_join, whose end is marked `/* sqlflow_dim_join_end */`, gets a
+  warning), and `_SUCCESS` markers count once sqlflow recorded them in the commit log (any
+  sqlflow run that reads the dimension, `sqlflow dbt run`, or `sqlflow mark-ready`): Spark SQL
+  lists no `_`-files.
 --#}
 
 {% macro sqlflow_ready_view() %}
@@ -54,6 +56,11 @@
   {%- for text in modules.re.findall('/\\* sqlflow_dim_missing (\\{.*?\\}) \\*/', sql) -%}
     {%- do specs.append(fromjson(text)) -%}
   {%- endfor -%}
+  {%- if specs and modules.re.search('(?i)\\bwhere\\b', sql.split('/* sqlflow_dim_join_end */')[-1]) -%}
+    {% do exceptions.warn("model " ~ model.name ~ ": under dbt the dim_missing rows of its inner "
+         ~ "dim_join are quarantined before the model's WHERE conditions (sqlflow applies those "
+         ~ "on the fact table first); filter the fact rows in an upstream model to get the same rows") %}
+  {%- endif -%}
   {%- set fact = sqlflow_dim_fact(sql, specs[0].fact_alias) if specs else none -%}
   {%- if fact is none -%}
     {% do return({'views': [ready], 'selects': []}) %}
