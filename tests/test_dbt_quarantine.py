@@ -81,6 +81,9 @@ from {{ source('raw', 'visits') }} as v
 {{ dim_join('inner', source('raw', 'dim_user'), 'u', 'v', keys=['user_id'],
             fact_date='to_date(v.visit_ts)', partition_column='dt', max_fallback=1) }}
 """
+# The documented difference: dbt quarantines dim_missing rows before the model's WHERE on
+# the fact table (sqlflow after it), and warns.
+FILTERED_MODEL = DIM_MODEL + "where v.id <> 6\n"
 SOURCES = f"""version: 2
 sources:
   - name: raw
@@ -137,7 +140,7 @@ def built(spark, tmp_path_factory):
     spark.sql(f"INSERT INTO {SRC}.dim_user VALUES {DIM_USER}")
     C.append(spark, [C.Entry(f"{SRC}.dim_user", "dt=2026-11-01", "commit", "manual")])
     mark_ready(spark, table_location(spark, f"{SRC}.dim_user"), "dt", "2026-11-03")
-    root = make_project(tmp_path_factory.mktemp("dbtq") / "p", models={"m.sql": MODEL, "d.sql": DIM_MODEL},
+    root = make_project(tmp_path_factory.mktemp("dbtq") / "p", models={"m.sql": MODEL, "d.sql": DIM_MODEL, "dw.sql": FILTERED_MODEL},
                         yml={"sources.yml": SOURCES}, profiles_yml=PROFILES,
                         macros={n: (ROOT / "macros" / n).read_text()
                                 for n in ("dim_join.sql", "interval_join.sql", "sqlflow_commit_log.sql")})
@@ -178,6 +181,18 @@ def test_dbt_quarantines_the_days_without_a_ready_dimension_partition(spark, bui
     (row,) = spark.sql(f"SELECT * FROM {DBT}.d__quarantine WHERE get_json_object(raw, '$.id') = 9").collect()
     assert (row.raw, str(row.event_time), row.ingest_time, row.dt) == (
         '{"id":9,"user_id":1,"visit_ts":"2026-11-06T09:00:00.000000Z"}', "2026-11-06 09:00:00", None, "2026-11-06")
+
+
+def test_dbt_quarantines_dim_missing_rows_before_the_where_and_warns(spark, built):
+    """docs/macros.md: a WHERE on the fact table is applied to dim_missing rows by sqlflow only."""
+    ids = {t: {int(r.id) for r in spark.sql(
+        f"SELECT get_json_object(raw, '$.id') AS id FROM {t} WHERE reason = 'dim_missing'").collect()}
+        for t in (f"{DBT}.dw__quarantine", f"{SF}.dw__quarantine")}
+    assert ids == {f"{DBT}.dw__quarantine": {1, 6, 9}, f"{SF}.dw__quarantine": {1, 9}}
+    assert rows(spark, f"{DBT}.dw") == rows(spark, f"{SF}.dw") == rows(spark, f"{DBT}.d")
+    log = (built / "logs" / "dbt.log").read_text()
+    assert "model dw: under dbt the dim_missing rows" in log
+    assert "model d: under dbt" not in log
 
 
 @pytest.mark.parametrize("table", ["m", "m__quarantine", "d", "d__quarantine"])
