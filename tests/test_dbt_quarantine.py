@@ -81,9 +81,15 @@ from {{ source('raw', 'visits') }} as v
 {{ dim_join('inner', source('raw', 'dim_user'), 'u', 'v', keys=['user_id'],
             fact_date='to_date(v.visit_ts)', partition_column='dt', max_fallback=1) }}
 """
-# The documented difference: dbt quarantines dim_missing rows before the model's WHERE on
-# the fact table (sqlflow after it), and warns.
-FILTERED_MODEL = DIM_MODEL + "where v.id <> 6\n"
+# The same join over a model (its event and ingest time come from the source it reads), with
+# the documented difference: dbt quarantines dim_missing rows before the model's WHERE on the
+# fact table (sqlflow after it), and warns.
+STAGED_VISITS = """{{ config(materialized='streaming_table', partition_by=['dt']) }}
+select id, user_id, visit_ts, ingest_ts, date_format(visit_ts, 'yyyy-MM-dd') as dt
+from {{ source('raw', 'visits') }}
+"""
+FILTERED_MODEL = (DIM_MODEL.replace("source('raw', 'visits')", "ref('sv')")
+                  + "where v.id <> 6\n")
 SOURCES = f"""version: 2
 sources:
   - name: raw
@@ -140,7 +146,8 @@ def built(spark, tmp_path_factory):
     spark.sql(f"INSERT INTO {SRC}.dim_user VALUES {DIM_USER}")
     C.append(spark, [C.Entry(f"{SRC}.dim_user", "dt=2026-11-01", "commit", "manual")])
     mark_ready(spark, table_location(spark, f"{SRC}.dim_user"), "dt", "2026-11-03")
-    root = make_project(tmp_path_factory.mktemp("dbtq") / "p", models={"m.sql": MODEL, "d.sql": DIM_MODEL, "dw.sql": FILTERED_MODEL},
+    root = make_project(tmp_path_factory.mktemp("dbtq") / "p", models={"m.sql": MODEL, "d.sql": DIM_MODEL, "sv.sql": STAGED_VISITS,
+                                                        "dw.sql": FILTERED_MODEL},
                         yml={"sources.yml": SOURCES}, profiles_yml=PROFILES,
                         macros={n: (ROOT / "macros" / n).read_text()
                                 for n in ("dim_join.sql", "interval_join.sql", "sqlflow_commit_log.sql")})
@@ -183,19 +190,29 @@ def test_dbt_quarantines_the_days_without_a_ready_dimension_partition(spark, bui
         '{"id":9,"user_id":1,"visit_ts":"2026-11-06T09:00:00.000000Z"}', "2026-11-06 09:00:00", None, "2026-11-06")
 
 
-def test_dbt_quarantines_dim_missing_rows_before_the_where_and_warns(spark, built):
-    """docs/macros.md: a WHERE on the fact table is applied to dim_missing rows by sqlflow only."""
-    ids = {t: {int(r.id) for r in spark.sql(
-        f"SELECT get_json_object(raw, '$.id') AS id FROM {t} WHERE reason = 'dim_missing'").collect()}
-        for t in (f"{DBT}.dw__quarantine", f"{SF}.dw__quarantine")}
-    assert ids == {f"{DBT}.dw__quarantine": {1, 6, 9}, f"{SF}.dw__quarantine": {1, 9}}
+def test_a_model_fact_and_the_where_difference(spark, built):
+    """A fact that is a model: the same dim_missing rows, every column, as sqlflow's, except
+    the documented difference (docs/macros.md): a WHERE on the fact table is applied to
+    dim_missing rows by sqlflow only."""
+    def by_id(table):
+        return {int(r.id): r.asDict() for r in spark.sql(
+            f"SELECT get_json_object(raw, '$.id') AS id, * FROM {table}").collect()}
+
+    dbt, sf = by_id(f"{DBT}.dw__quarantine"), by_id(f"{SF}.dw__quarantine")
+    assert set(dbt) == {1, 6, 9} and set(sf) == {1, 9}
+    assert {r["reason"] for r in dbt.values()} == {"dim_missing"}
+    only_dbt = rows(spark, f"{DBT}.dw__quarantine") - rows(spark, f"{SF}.dw__quarantine")
+    six = {k: v for k, v in dbt[6].items() if k != "id"} | {"origin": "commit_log@v"}
+    assert only_dbt == Counter({tuple(six[c] for c in sorted(six)): 1})
+    assert rows(spark, f"{SF}.dw__quarantine") <= rows(spark, f"{DBT}.dw__quarantine")
+    assert str(dbt[9]["ingest_time"]) == "None" and str(dbt[1]["ingest_time"]) == "2026-10-31 10:00:05"
     assert rows(spark, f"{DBT}.dw") == rows(spark, f"{SF}.dw") == rows(spark, f"{DBT}.d")
     log = (built / "logs" / "dbt.log").read_text()
     assert "model dw: under dbt the dim_missing rows" in log
     assert "model d: under dbt" not in log
 
 
-@pytest.mark.parametrize("table", ["m", "m__quarantine", "d", "d__quarantine"])
+@pytest.mark.parametrize("table", ["m", "m__quarantine", "d", "d__quarantine", "sv", "sv__quarantine"])
 def test_dbt_and_sqlflow_write_the_same_rows(spark, built, table):
     assert rows(spark, f"{DBT}.{table}") == rows(spark, f"{SF}.{table}")
 
