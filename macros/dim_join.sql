@@ -28,7 +28,10 @@
 
   The result is plain SQL over the dimension and the commit log; sqlflow recognises it by
   its `__sqlflow_dim_day` column and pins one snapshot of both per micro-batch or backfill.
-  docs/macros.md has the details.
+  Under `dbt run` of a `streaming_table`, READY is read from the model's pinned view of the
+  commit log instead, and an inner join leaves a `sqlflow_dim_missing` comment saying what it
+  joined, from which the materialization writes the `dim_missing` rows
+  (macros/materializations/streaming_table_dim_missing.sql). docs/macros.md has the details.
 --#}
 {% macro dim_join(join_type, dim, alias, fact_alias, keys, fact_date, partition_column='dt',
                   max_fallback=0) -%}
@@ -58,10 +61,34 @@
   {%- endif -%}
   {%- set pairs = interval_join_keys(keys) -%}
   {%- set name = (dim | string | replace('`', '') | lower) -%}
+{%- set dbt_run = sqlflow_dim_join_in_dbt_run() -%}
+{%- set ready = sqlflow_ready_view() if dbt_run else 'sqlflow.commit_log' -%}
+{%- if dbt_run and how == 'inner' %}
+/* sqlflow_dim_missing {{ tojson({'dim': name, 'fact_alias': fact_alias, 'fact_date': fact_date,
+                                  'partition_column': partition_column,
+                                  'max_fallback': max_fallback | int}) | replace('*/', '*\\/') }} */
+{%- endif %}
 {{ how }} join (
     select __sqlflow_days.__sqlflow_day as __sqlflow_dim_day, __sqlflow_dim.*
     from {{ dim }} as __sqlflow_dim
-    join (
+    join {{ sqlflow_dim_days(name, partition_column, max_fallback, ready) }} as __sqlflow_days
+      on __sqlflow_dim.{{ partition_column }} = __sqlflow_days.__sqlflow_p
+) as {{ alias }}
+  on {{ alias }}.__sqlflow_dim_day = to_date({{ fact_date }})
+{%- for l, r in pairs %}
+ and {{ l if ('(' in l or '.' in l) else fact_alias ~ '.' ~ l }} = {{ alias }}.{{ r }}
+{%- endfor %}
+{%- if dbt_run %}
+/* sqlflow_dim_join_end */
+{%- endif %}
+{%- endmacro %}
+
+
+{% macro sqlflow_dim_days(name, partition_column, max_fallback, ready) -%}
+  {#-- Per day, the newest READY partition p* within `max_fallback` days before it (columns
+       `__sqlflow_day`, `__sqlflow_p`): each ready p serves the days p .. p + max_fallback.
+       `ready` is the commit log, or a pinned view of it. --#}
+(
         select __sqlflow_day, max(__sqlflow_p) as __sqlflow_p
         from (
             select __sqlflow_p,
@@ -69,16 +96,22 @@
                                     date_add(to_date(__sqlflow_p), {{ max_fallback | int }}))) as __sqlflow_day
             from (
                 select distinct regexp_extract(`partition`, '(^|/){{ partition_column }}=([^/]*)', 2) as __sqlflow_p
-                from sqlflow.commit_log
+                from {{ ready }}
                 where `table` = '{{ name }}' and kind = 'commit'
             ) as __sqlflow_ready
         ) as __sqlflow_spans
         group by __sqlflow_day
-    ) as __sqlflow_days
-      on __sqlflow_dim.{{ partition_column }} = __sqlflow_days.__sqlflow_p
-) as {{ alias }}
-  on {{ alias }}.__sqlflow_dim_day = to_date({{ fact_date }})
-{%- for l, r in pairs %}
- and {{ l if ('(' in l or '.' in l) else fact_alias ~ '.' ~ l }} = {{ alias }}.{{ r }}
-{%- endfor %}
+    )
 {%- endmacro %}
+
+
+{% macro sqlflow_dim_join_in_dbt_run() %}
+  {#-- True while `dbt run`/`build`/`retry` builds a `streaming_table`: its materialization pins
+       the commit log and writes the dim_missing rows. sqlflow's own renderer has no `flags`
+       (it pins and quarantines in its runtime), nor do `dbt compile` and `dbt show` run a
+       materialization: they render the plain commit log. --#}
+  {%- if not execute or flags is not defined or flags.WHICH not in ('run', 'build', 'retry') -%}
+    {% do return(false) %}
+  {%- endif -%}
+  {% do return(config is defined and config.get('materialized') == 'streaming_table') %}
+{% endmacro %}

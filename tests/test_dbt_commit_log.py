@@ -1,5 +1,7 @@
 """`dbt run` of a model with `dim_join` and the `sqlflow_commit_log()` post-hook, in-process on
-the test's SparkSession: the same fallback rule as sqlflow, and one commit-log row per partition."""
+the test's SparkSession: the same fallback rule as sqlflow, and one commit-log row per partition.
+`sqlflow dbt run` (`run_dbt`) records the dimension's `_SUCCESS` markers in the commit log
+first, so a partition ready only by its marker is ready under dbt too."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ from pathlib import Path
 from helpers import make_project
 from sqlflow.context import Context
 from sqlflow.dbt_bridge import run_dbt
+from sqlflow.demo.markers import mark_ready, table_location
 from sqlflow.runtime import commitlog as C
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -30,6 +33,8 @@ sources:
     tables:
       - name: ev
       - name: dim_user
+        meta:
+          sqlflow: {{partition_column: dt, ready_marker: _SUCCESS}}
 """
 
 
@@ -40,10 +45,11 @@ def test_dbt_run_joins_ready_partitions_and_appends_to_the_commit_log(spark, tmp
                            ("c", 1, datetime(2026, 11, 3, 9))],
                           "event_id string, user_id bigint, event_ts timestamp") \
         .write.format("delta").saveAsTable(f"{DB}.ev")
-    spark.createDataFrame([(1, 11, "2026-11-01"), (1, 12, "2026-11-02")],
+    spark.createDataFrame([(1, 11, "2026-11-01"), (1, 12, "2026-11-02"), (1, 13, "2026-11-03")],
                           "user_id bigint, vip bigint, dt string") \
         .write.format("delta").partitionBy("dt").saveAsTable(f"{DB}.dim_user")
     C.append(spark, [C.Entry(f"{DB}.dim_user", "dt=2026-11-01", "commit", "manual")])  # 11-02 not ready
+    mark_ready(spark, table_location(spark, f"{DB}.dim_user"), "dt", "2026-11-03")  # ready by marker
     project = make_project(tmp_path / "p", models={"enriched.sql": MODEL}, yml={"sources.yml": SOURCES},
                            macros={n: (ROOT / "macros" / n).read_text()
                                    for n in ("dim_join.sql", "interval_join.sql", "sqlflow_commit_log.sql")},
@@ -55,7 +61,9 @@ def test_dbt_run_joins_ready_partitions_and_appends_to_the_commit_log(spark, tmp
     table = f"{DB}.enriched"
     got = sorted(tuple(r) for r in spark.table(table).select("event_id", "vip", "user_dt", "dt").collect())
     assert got == [("a", 11, "2026-11-01", "2026-11-01"), ("b", 11, "2026-11-01", "2026-11-02"),
-                   ("c", None, None, "2026-11-03")]
+                   ("c", 13, "2026-11-03", "2026-11-03")]
+    marker = C.read(spark).where(f"`table` = '{DB}.dim_user' AND kind = 'commit' AND mode = 'marker'")
+    assert [r["partition"] for r in marker.collect()] == ["dt=2026-11-03"]
     rows = C.read(spark).where(f"`table` = '{table}'").collect()
     assert sorted((r["partition"], r["kind"], r["mode"], r["model"], r["rows"]) for r in rows) == [
         ("dt=2026-11-01", "write", "dbt", "enriched", 1), ("dt=2026-11-02", "write", "dbt", "enriched", 1),

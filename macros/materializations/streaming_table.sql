@@ -15,6 +15,8 @@
 
   Rows of event sources that are late, future or have no valid event time go to
   `<model>__quarantine` instead of the table, by sqlflow's rule (streaming_table_quarantine.sql).
+  So do the fact rows of an inner `dim_join` with no ready dimension partition, reason
+  `dim_missing` (streaming_table_dim_missing.sql).
 --#}
 {% materialization streaming_table, adapter='spark', supported_languages=['sql'] -%}
   {#-- Validate first, so a misconfigured model runs no SQL at all --#}
@@ -32,9 +34,10 @@
 
   {{ run_hooks(pre_hooks) }}
 
-  {#-- Late, future and malformed input rows to <model>__quarantine; the query reads the
-       clean views (streaming_table_quarantine.sql) --#}
-  {%- set clean_views = sqlflow_prepare_quarantine(target_relation) -%}
+  {#-- Late, future and malformed input rows, and the fact rows an inner dim_join finds no
+       ready dimension partition for, to <model>__quarantine; the query reads the clean views
+       and the pinned commit log (streaming_table_quarantine.sql, _dim_missing.sql) --#}
+  {%- set clean_views = sqlflow_prepare_quarantine(target_relation, compiled_code) -%}
 
   {%- if existing_relation is none or full_refresh or not existing_relation.is_delta -%}
     {#-- CREATE OR REPLACE keeps a Delta table readable (and its history) while it is

@@ -122,12 +122,13 @@
 {% endmacro %}
 
 
-{% macro sqlflow_time_column(relation, name, what) %}
+{% macro sqlflow_time_column(relation, name, what, qualifier=none) %}
   {#-- `name` of `relation` as a TIMESTAMP expression: as is, cast, or parsed (NULL when it
-       does not parse); a missing column is an error naming the yml to fix. --#}
+       does not parse); a missing column is an error naming the yml to fix. `qualifier`: the
+       alias to qualify the column with. --#}
   {%- for column in adapter.get_columns_in_relation(relation) -%}
     {%- if column.name | lower == name | lower -%}
-      {%- set quoted = '`' ~ column.name ~ '`' -%}
+      {%- set quoted = (qualifier ~ '.' if qualifier else '') ~ '`' ~ column.name ~ '`' -%}
       {%- set kind = column.dtype | lower -%}
       {%- if kind == 'timestamp' -%}
         {% do return(quoted) %}
@@ -170,13 +171,15 @@
 {% endmacro %}
 
 
-{% macro sqlflow_prepare_quarantine(target_relation) %}
-  {#-- Create the clean views and (re)write `<model>__quarantine`; returns the views to drop.
+{% macro sqlflow_prepare_quarantine(target_relation, sql) %}
+  {#-- Create the clean views, pin the commit log for dim joins, and (re)write
+       `<model>__quarantine` (`sql`: the model's compiled SQL); returns the views to drop.
        The quarantine table is replaced whole: dbt reads its inputs whole, so this run's
        rejected rows are all the rejected rows. --#}
   {%- set inputs = sqlflow_quarantine_inputs() -%}
-  {%- if not inputs and not sqlflow_reads_streaming_model() -%}
-    {% do return([]) %}
+  {%- set dim = sqlflow_prepare_dim_missing(sql) -%}
+  {%- if not inputs and not dim.selects and not sqlflow_reads_streaming_model() -%}
+    {% do return(dim.views) %}
   {%- endif -%}
   {%- set selects = [] -%}
   {%- for input in inputs -%}
@@ -195,6 +198,8 @@
       ~ "'timestampNTZFormat', \"yyyy-MM-dd'T'HH:mm:ss.SSSSSS\")) as raw"
       ~ " from " ~ input.relation ~ ") where reason is not null") -%}
   {%- endfor -%}
+  {#-- dim_missing rows (streaming_table_dim_missing.sql): after the clean views exist --#}
+  {%- do selects.extend(dim.selects) -%}
   {%- if not selects -%}
     {%- do selects.append(
       "select cast(null as string) as model, cast(null as string) as input,"
@@ -208,7 +213,7 @@
     create or replace table {{ quarantine }} using delta partitioned by (dt) as
     {{ selects | join('\nunion all\n') }}
   {%- endcall -%}
-  {% do return(inputs | map(attribute='view') | list) %}
+  {% do return((inputs | map(attribute='view') | list) + dim.views) %}
 {% endmacro %}
 
 
