@@ -19,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import random
+import re
 import threading
 from collections import Counter
 from datetime import datetime, timedelta, timezone
@@ -34,7 +35,6 @@ from sqlflow.context import Context
 from sqlflow.runtime import commitlog
 from sqlflow.runtime.compaction import compact
 from sqlflow.runtime.routing import DIRTY_REASON, last_report, run_routed_batch, run_routed_stream
-from sqlflow.verify import verify_project
 from sqlflow.verify_outputs import routed_selection
 
 pytestmark = pytest.mark.spark
@@ -337,19 +337,22 @@ def test_a_bounded_run_commits_its_last_hours_once_and_a_later_row_marks_them_di
 
 
 def test_verify_passes_on_the_routed_group_quietly_and_leaves_nothing_behind(spark, setup, hook):
+    from click.testing import CliRunner
+
+    from sqlflow.cli import main
+
     s = setup
     assert routed_selection(s.stream, ["by_dept"]) == routed_selection(s.stream, ["r_main"]) == [
         f"r_{d}" for d in DEPTS]
     append(spark, f"{s.ods}.events", random_events(11, n=30))
     log_rows = commitlog.read(spark).count()
-    (report,) = verify_project(s.stream, select=["r_main"], runs=1, seed=3)
-    assert report.model == "by_dept" and report.ok, report
-    (run,) = report.runs
-    names = {p.table for p in run.partitions}
-    assert names == {"r_live", "r_main", "r_music", "quarantine"}, names
-    for name in names:  # every target and the quarantine had rows to compare
-        assert sum(p.batch_rows for p in run.partitions if p.table == name) > 0, name
-    assert run.rounds >= 1 and run.batches >= 1 and not run.problems
+    out = CliRunner().invoke(main, ["--project-dir", str(s.stream.project_dir), "verify",
+                                    "--select", "r_main", "--runs", "1", "--seed", "3"])
+    assert out.exit_code == 0, out.output
+    assert "verify: OK" in out.output and "by_dept run 1: equal" in out.output, out.output
+    for name in ("r_live", "r_main", "r_music", "quarantine"):  # each compared, with rows, equal
+        assert re.search(rf"{name}\s+dt=\S+\s+([1-9][\d,]*)\s+\1\s+0\s+0", out.output), (name, out.output)
+    assert not re.search(r"\bsink\b", out.output)
     assert not hook.posts  # the group's real notification never fired
     assert commitlog.read(spark).count() == log_rows  # no scratch rows left in the log
     assert not [d for d in spark.catalog.listDatabases() if d.name.startswith("sqlflow_verify_")]
