@@ -289,10 +289,12 @@ def rebind(plan: StreamPlan, copies: dict[str, str], *, sink: str, quarantine: s
            checkpoint: str) -> StreamPlan:
     """The stream plan reading `copies` (relation -> copy table) one commit per micro-batch,
     writing a scratch sink and quarantine with its own checkpoint. Views keep their names, so
-    the SQL is unchanged; static inputs stay as they are."""
+    the SQL is unchanged; static inputs stay as they are. A dimension join's `fact` names the
+    fact's binding (its event time dates the `dim_missing` quarantine rows): it follows the copy."""
+    dim = plan.dim and dataclasses.replace(plan.dim, fact=copies.get(plan.dim.fact, plan.dim.fact))
     return dataclasses.replace(
         plan, sources=tuple(bind_copy(b, copies) for b in plan.sources), quarantine=quarantine,
-        sink=dataclasses.replace(plan.sink, table=sink, checkpoint=checkpoint))
+        sink=dataclasses.replace(plan.sink, table=sink, checkpoint=checkpoint), dim=dim)
 
 
 # --- arrival: chunks, commits, rounds -------------------------------------------------------------
