@@ -8,7 +8,8 @@
   follows, `end_of_input=False`, commit like a continuous query);
 - no commit while a target's rows of the hour are not written yet;
 - a bounded run commits its last open hours at the end of input, once; a later row into such
-  an hour marks it dirty instead of committing or notifying again;
+  an hour marks it dirty instead of committing or notifying again; status lists it, repair
+  backfills the group's day and settles it;
 - file counts stay within budget; a backfill reads its input once for all targets;
 - `sqlflow verify` passes on the group (every target and the quarantine), fires no
   notification and leaves no scratch schema or commit-log row behind.
@@ -334,6 +335,17 @@ def test_a_bounded_run_commits_its_last_hours_once_and_a_later_row_marks_them_di
         (live, HOUR10)}
     assert commit_rows() == 3 and dict(hook.posts) == {HOUR10: 1}
     assert {r["event_id"] for r in spark.table(live).collect()} == {"e1", "e3"}  # written, not lost
+    # `sqlflow status` lists it; `sqlflow repair` backfills the group's day and settles it
+    from sqlflow.runtime.repair import repair
+    from sqlflow.runtime.status import status_tables
+
+    assert status_tables(spark, [plan])[0].row_count == 1
+    group = compile_project(s.stream.project_dir, mode="batch", target=s.stream.target).plans["by_dept"]
+    (result,) = repair(s.stream, [group])
+    assert result.repaired == (HOUR10,) and not result.still_open
+    assert not commitlog.open_partitions(spark, tables)
+    assert {r["event_id"] for r in spark.table(live).collect()} == {"e1", "e3"}
+    assert dict(hook.posts) == {HOUR10: 2}  # a backfill is a new run: the rewritten hour notifies
 
 
 def test_verify_passes_on_the_routed_group_quietly_and_leaves_nothing_behind(spark, setup, hook):
