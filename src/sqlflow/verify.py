@@ -57,7 +57,7 @@ from pyspark.sql import functions as F
 from sqlflow.errors import Location, SqlflowError
 from sqlflow.plan import COMMIT_LOG, RoutedPlan, SourceBinding, StreamPlan
 from sqlflow.runtime.sinks import quote
-from sqlflow.verify_compare import PartitionDiff, compare  # noqa: F401  (the report's rows)
+from sqlflow.verify_compare import PartitionDiff, compare
 from sqlflow.verify_outputs import (bind_copy, check_stream, commit_problems, into_scratch, outputs,
                                     routed_selection, run_batch_plan, run_stream_once, scratch_batch)
 

@@ -1,5 +1,5 @@
-"""`sqlflow verify`: stream each selected streaming model in random orders and splits and
-compare its output with the batch plan's, row for row (`sqlflow.verify`)."""
+"""`sqlflow verify`: stream each selected streaming model (or routed group) in random orders and
+splits and compare its output with the batch plan's, row for row (`sqlflow.verify`)."""
 
 from __future__ import annotations
 
