@@ -100,6 +100,22 @@ def fuse_routes(result: Any) -> None:
         result.plans.update(plans)
 
 
+def route_groups(rendered: dict[str, Any]) -> dict[str, list[str]]:
+    """Group name -> its member models (rendered models with a valid `routing` config), named
+    as `fuse_routes` names them. Lets a caller select a whole group by its name or a member."""
+    groups: dict[str, list[str]] = {}
+    for name, model in rendered.items():
+        if model.config.routing is None or not model.inputs:
+            continue
+        try:
+            cfg = RoutingConfig.model_validate(model.config.routing)
+        except ValidationError:
+            continue  # compiling reports it
+        key = cfg.group or str(model.inputs[0].relation).rsplit(".", 1)[-1]
+        groups.setdefault(key, []).append(name)
+    return groups
+
+
 def _not_fusable(ir: Any, plan: Any) -> str | None:
     """Why a member cannot share its parent's read, or None."""
     if not isinstance(plan, (BatchPlan, StreamPlan)) or plan.materialized != "streaming_table":

@@ -1,30 +1,43 @@
 """`sqlflow verify`: a model's stream plan, fed its input in random orders and splits, must end
 with exactly its batch plan's output (DESIGN 2). The test oracle, run by analysts before a merge.
 
-For one streaming model:
-1. run the batch plan into a scratch table (its inputs read as they are, at one Delta version);
+For one streaming model, or one routed group (its `RoutedPlan`: every target and the group
+quarantine, whichever member was selected):
+1. run the batch plan into scratch tables (its inputs read as they are, at one Delta version);
 2. for each of N runs, copy every STREAM input (that version) into a fresh Delta table of a
    scratch schema, in chunks of random sizes, one commit and one file per chunk, the inputs'
-   commits interleaved at random; run the stream plan, rebound to the copies, a scratch sink
-   and a fresh checkpoint, available-now after each of a few random rounds of commits (so a
-   run also restarts its query from the checkpoint), with `maxFilesPerTrigger=1`: one commit,
-   one micro-batch per input;
-3. compare sink and quarantine with the batch run's, row for row: both directions of EXCEPT
-   ALL over every column (quarantine: all but `origin`, which says where a row was read),
-   counted per output partition.
+   commits interleaved at random; run the stream plan, rebound to the copies, scratch output
+   tables and a fresh checkpoint, available-now after each of a few random rounds of commits
+   (so a run also restarts its query from the checkpoint), with `maxFilesPerTrigger=1`: one
+   commit, one micro-batch per input. Only the last round is the end of input (a routed group
+   commits its last open hours there, DESIGN 2.6);
+3. compare every output table (`verify_outputs.outputs`: the sink, or each routed target, and
+   the quarantine) with the batch run's, row for row: both directions of EXCEPT ALL over every
+   column (quarantine: all but `origin`, which says where a row was read), counted per output
+   partition. A routed group's stream must also have committed exactly the hours its backfill
+   committed, for every target.
 
-Static inputs (dimensions) are read where they are, by both plans. The scratch schema and the
-checkpoints are dropped at the end unless `keep`.
+Static inputs (dimensions, and the commit log's READY set they are read with) are read where
+they are, by both plans; nothing verify writes is a dimension, so they stay fixed during a
+verify, and the stream pins them per micro-batch. A routed plan runs quiet: its notification
+is cleared, so downstream schedulers never hear of scratch tables.
+
+Verify leaves nothing behind: `drop_scratch` drops the scratch schema and the checkpoints, and
+DELETEs the commit-log rows of the scratch schema's tables (the runtime's writers append
+`write`/`commit`/provisional rows for every table they write, scratch ones included; keeping
+them out would mean giving every writer another log table, while the dimension readiness it
+reads must stay the real log's). `sqlflow status` never lists a finished verify. With `keep`
+the schema and its commit-log rows stay until `drop_scratch` (the command prints how).
 
 Arrival order (`order`): `shuffled` puts each input's rows in a random order before cutting
 chunks, the strongest test, valid wherever the result cannot depend on arrival order (an
-`incremental` plan without outer-join padding). `ingest` keeps each input in ingest-time order
-(random chunk sizes, inputs still interleaved at random): what a Kafka topic delivers, and what
-outer-join padding and Spark's watermarks assume, since a row arriving long after rows ingested
-later than it is a divergence to detect (DESIGN 2.7), not a contract the plan can keep.
-`auto` picks `shuffled` where valid, else `ingest`. For the same reason a run of such a plan
-is one bounded stream run (its end is the end of input); other plans are cut into up to
-`max_rounds` bounded runs, so their query also restarts from its checkpoint.
+`incremental` plan without outer-join padding, a routed group). `ingest` keeps each input in
+ingest-time order (random chunk sizes, inputs still interleaved at random): what a Kafka topic
+delivers, and what outer-join padding and Spark's watermarks assume, since a row arriving long
+after rows ingested later than it is a divergence to detect (DESIGN 2.7), not a contract the
+plan can keep. `auto` picks `shuffled` where valid, else `ingest`. For the same reason a run
+of such a plan is one bounded stream run (its end is the end of input); other plans are cut
+into up to `max_rounds` bounded runs, so their query also restarts from its checkpoint.
 """
 
 from __future__ import annotations
@@ -42,28 +55,15 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from sqlflow.errors import Location, SqlflowError
-from sqlflow.plan import BatchPlan, SourceBinding, StreamPlan
+from sqlflow.plan import COMMIT_LOG, RoutedPlan, SourceBinding, StreamPlan
 from sqlflow.runtime.sinks import quote
+from sqlflow.verify_compare import PartitionDiff, compare
+from sqlflow.verify_outputs import (bind_copy, check_stream, commit_problems, into_scratch, outputs,
+                                    routed_selection, run_batch_plan, run_stream_once, scratch_batch)
 
 Order = Literal["auto", "shuffled", "ingest"]
 CHUNK = "__sqlflow_chunk"
 VERIFY_DIR = ".sqlflow/verify"
-
-
-@dataclass(frozen=True)
-class PartitionDiff:
-    """One output partition of one table (`sink` or `quarantine`) in one run."""
-
-    table: str
-    partition: str
-    batch_rows: int
-    stream_rows: int
-    missing: int  # batch rows the stream did not write (EXCEPT ALL: multiset)
-    extra: int  # stream rows the batch did not write
-
-    @property
-    def ok(self) -> bool:
-        return self.missing == 0 and self.extra == 0
 
 
 @dataclass(frozen=True)
@@ -78,7 +78,7 @@ class RunReport:
     batches: int
     partitions: tuple[PartitionDiff, ...]
     problems: tuple[str, ...]  # differences that are not rows: a column missing on one side
-    sink_table: str
+    tables: tuple[str, ...]  # the stream's output tables (sink, or one per routed target)
     quarantine_table: str
     copies: tuple[tuple[str, str], ...]  # (copy table, the input relation it copies)
     seconds: float
@@ -87,14 +87,18 @@ class RunReport:
     def ok(self) -> bool:
         return not self.problems and all(p.ok for p in self.partitions)
 
+    @property
+    def sink_table(self) -> str:
+        return self.tables[0]
+
 
 @dataclass(frozen=True)
 class ModelReport:
-    model: str
+    model: str  # the model, or the routed group
     path: str
     batch_rows: int
     batch_quarantined: int
-    batch_table: str
+    batch_tables: tuple[str, ...]
     batch_quarantine: str
     runs: tuple[RunReport, ...]
     scratch: str  # the scratch schema (dropped unless kept)
@@ -103,8 +107,13 @@ class ModelReport:
     def ok(self) -> bool:
         return all(r.ok for r in self.runs)
 
+    @property
+    def batch_table(self) -> str:
+        return self.batch_tables[0]
+
 
 Progress = Callable[[str], None]
+Plan = StreamPlan | RoutedPlan
 
 
 # --- a project: compile, select, verify each streaming model --------------------------------------
@@ -113,17 +122,19 @@ def verify_project(ctx, *, select: Sequence[str] | None = None, runs: int = 3, s
                    order: Order = "auto", keep: bool = False, vars: dict[str, Any] | None = None,
                    progress: Progress | None = None,
                    on_model: Callable[[ModelReport], None] | None = None) -> list[ModelReport]:
-    """Compile the selected models in both modes and verify every streaming one.
+    """Compile the selected models in both modes and verify every streaming one and every
+    routed group (selected by its name or any member: `verify_outputs.routed_selection`).
 
     Raises SqlflowError when the selection holds no model with a stream plan (naming what it
     did select), or for compile errors and missing inputs, before any table is written.
     """
     from sqlflow.compiler import compile_project
 
-    streams = compile_project(ctx.project_dir, mode="stream", select=list(select or []) or None,
+    chosen_models = routed_selection(ctx, select, vars)
+    streams = compile_project(ctx.project_dir, mode="stream", select=chosen_models,
                               target=ctx.target, vars=vars)
     streams.raise_if_errors()
-    candidates = [p for p in streams.plans.values() if isinstance(p, StreamPlan)]
+    candidates = [p for p in streams.plans.values() if isinstance(p, (StreamPlan, RoutedPlan))]
     if not candidates:
         chosen = ", ".join(f"`{m}`" for m in streams.plans) or "no model"
         raise SqlflowError(
@@ -131,8 +142,9 @@ def verify_project(ctx, *, select: Sequence[str] | None = None, runs: int = 3, s
             f"selects {chosen}, and none is a `streaming_table` with a stream plan",
             hint="verify compares a streaming_table model's stream plan with its batch plan; "
                  "select one, e.g. --select dwd_ad_clicks_attributed")
-    batches = compile_project(ctx.project_dir, mode="batch", select=[p.model for p in candidates],
-                              target=ctx.target, vars=vars)
+    members = [m for p in candidates
+               for m in ([t.model for t in p.targets] if isinstance(p, RoutedPlan) else [p.model])]
+    batches = compile_project(ctx.project_dir, mode="batch", select=members, target=ctx.target, vars=vars)
     batches.raise_if_errors()
     pairs = [(batches.plans[p.model], p) for p in candidates]
     for batch_plan, stream_plan in pairs:  # every model's inputs, before the first one runs
@@ -147,7 +159,7 @@ def verify_project(ctx, *, select: Sequence[str] | None = None, runs: int = 3, s
     return reports
 
 
-def check_inputs(spark: SparkSession, batch_plan: BatchPlan, stream_plan: StreamPlan) -> None:
+def check_inputs(spark: SparkSession, batch_plan: Any, stream_plan: Plan) -> None:
     """Refuse a model that cannot be verified: no stream input, or an input table missing
     (saying what to run first)."""
     where = Location(stream_plan.path)
@@ -169,19 +181,17 @@ def check_inputs(spark: SparkSession, batch_plan: BatchPlan, stream_plan: Stream
 
 # --- one model ------------------------------------------------------------------------------------
 
-def verify_model(ctx, batch_plan: BatchPlan, stream_plan: StreamPlan, *, runs: int = 3,
+def verify_model(ctx, batch_plan: Any, stream_plan: Plan, *, runs: int = 3,
                  seed: int = 0, order: Order = "auto", keep: bool = False, max_chunks: int = 6,
                  max_rounds: int = 3, progress: Progress | None = None) -> ModelReport:
-    """Verify one model; see the module docstring. `max_chunks` bounds the commits per input
-    and run, `max_rounds` the available-now runs (query restarts) per run. `keep` keeps the
-    scratch schema of a verify that finished (the report names its tables; `drop_scratch`)."""
-    from sqlflow.runtime.batch import run_batch
-    from sqlflow.runtime.stream import check_plan
-
+    """Verify one model or routed group; see the module docstring. `max_chunks` bounds the
+    commits per input and run, `max_rounds` the available-now runs (query restarts) per run.
+    `keep` keeps the scratch schema of a verify that finished (the report names its tables;
+    `drop_scratch`)."""
     say = progress or (lambda line: None)
     spark = ctx.spark
     check_inputs(spark, batch_plan, stream_plan)
-    check_plan(spark, stream_plan)  # what the stream runtime cannot run fails before the batch
+    check_stream(spark, stream_plan)  # what the stream runtime cannot run fails before the batch
     chosen = resolve_order(stream_plan, order)
     scratch = scratch_schema(stream_plan.model)
     ckpt_root = f"{VERIFY_DIR}/{scratch}"
@@ -189,30 +199,28 @@ def verify_model(ctx, batch_plan: BatchPlan, stream_plan: StreamPlan, *, runs: i
     done = False
     try:
         spark.sql(f"CREATE DATABASE {scratch}")
-        batch = dataclasses.replace(
-            batch_plan, sink=dataclasses.replace(batch_plan.sink, table=f"{scratch}.{model}__batch"),
-            quarantine=f"{scratch}.{model}__batch__quarantine")
-        say(f"{model}: batch plan into {batch.sink.table}")
-        result = run_batch(ctx, batch)
-        versions = {r.relation: r.version for r in result.inputs}
-        batch_rows = _rows(spark, batch.sink.table)
+        batch = scratch_batch(batch_plan, scratch)
+        tables = tuple(o.table for o in outputs(batch) if not o.quarantine)
+        say(f"{model}: batch plan into {', '.join(tables)}")
+        versions, seconds = run_batch_plan(ctx, batch)
+        batch_rows = sum(_rows(spark, t) for t in tables)
         batch_quarantined = _rows(spark, batch.quarantine)
         say(f"{model}: batch plan wrote {batch_rows:,} rows, quarantined {batch_quarantined:,} "
-            f"({result.seconds:.1f}s)")
+            f"({seconds:.1f}s)")
         reports = []
         for run in range(1, runs + 1):
             rnd = random.Random(f"{seed}/{model}/{run}")
             reports.append(_stream_run(ctx, batch, stream_plan, run, runs, rnd, chosen, scratch,
                                        f"{ckpt_root}/run{run}", versions, max_chunks, max_rounds, say))
         done = True
-        return ModelReport(model, stream_plan.path, batch_rows, batch_quarantined, batch.sink.table,
+        return ModelReport(model, stream_plan.path, batch_rows, batch_quarantined, tables,
                            batch.quarantine, tuple(reports), scratch)
     finally:
         if not (keep and done):  # a failed verify leaves nothing behind, kept or not
             drop_scratch(ctx, scratch)
 
 
-def resolve_order(plan: StreamPlan, order: Order) -> str:
+def resolve_order(plan: Plan, order: Order) -> str:
     if order != "auto":
         return order
     return "shuffled" if plan.strategy == "incremental" and not plan.padding_sql else "ingest"
@@ -224,15 +232,18 @@ def scratch_schema(model: str) -> str:
 
 
 def drop_scratch(ctx, scratch: str) -> None:
-    ctx.spark.sql(f"DROP DATABASE IF EXISTS {scratch} CASCADE")
+    """Drop the scratch schema, its checkpoints and its tables' commit-log rows (see the
+    module docstring)."""
+    spark = ctx.spark
+    if spark.catalog.tableExists(COMMIT_LOG):
+        spark.sql(f"DELETE FROM {COMMIT_LOG} WHERE startswith(`table`, '{scratch.lower()}.')")
+    spark.sql(f"DROP DATABASE IF EXISTS {scratch} CASCADE")
     shutil.rmtree(Path(ctx.project_dir) / VERIFY_DIR / scratch, ignore_errors=True)
 
 
-def _stream_run(ctx, batch: BatchPlan, plan: StreamPlan, run: int, runs: int, rnd: random.Random,
+def _stream_run(ctx, batch: Any, plan: Plan, run: int, runs: int, rnd: random.Random,
                 order: str, scratch: str, checkpoint: str, versions: dict[str, int | None],
                 max_chunks: int, max_rounds: int, say: Progress) -> RunReport:
-    from sqlflow.runtime.stream import AVAILABLE_NOW, run_stream
-
     began = time.monotonic()
     spark, model = ctx.spark, plan.model
     sides = [b for b in plan.sources if b.read == "stream"]
@@ -246,26 +257,31 @@ def _stream_run(ctx, batch: BatchPlan, plan: StreamPlan, run: int, runs: int, rn
         # rows already closed (a divergence, DESIGN 2.7). Those plans get one run per round.
         closes = bool(plan.padding_sql) or plan.strategy == "stateful"
         rounds = split_rounds(commits, rnd, 1 if closes else max_rounds)
-        stream = rebind(plan, copies, sink=f"{scratch}.{model}__run{run}",
-                        quarantine=f"{scratch}.{model}__run{run}__quarantine", checkpoint=checkpoint)
+        if isinstance(plan, RoutedPlan):
+            stream = into_scratch(plan, scratch, f"run{run}", copies=copies, checkpoint=checkpoint)
+        else:
+            stream = rebind(plan, copies, sink=f"{scratch}.{model}__run{run}",
+                            quarantine=f"{scratch}.{model}__run{run}__quarantine", checkpoint=checkpoint)
         batches = 0
         for r, group in enumerate(rounds, 1):
             for arrival, chunk in group:
                 arrival.commit(chunk)
-            res = run_stream(ctx, stream, trigger=AVAILABLE_NOW)
-            batches += len(res.batches)
+            n, rows_out = run_stream_once(ctx, stream, end_of_input=r == len(rounds))
+            batches += n
             say(f"{model} run {run}/{runs} ({order}) round {r}/{len(rounds)}: {len(group)} commit(s), "
-                f"{len(res.batches)} micro-batch(es), {res.rows_out:,} rows out")
+                f"{n} micro-batch(es), {rows_out:,} rows out")
     finally:
         for a in arrivals:
             a.release()
     rename = {copies[r]: r for r in copies}
-    sink_diffs, sink_problems = compare(spark, batch.sink.table, stream.sink.table,
-                                        batch.sink.partition_by, table="sink")
-    q_diffs, q_problems = compare(spark, batch.quarantine, stream.quarantine, ("dt",),
-                                  table="quarantine", drop=("origin",), rename_input=rename)
-    return RunReport(model, run, order, len(commits), len(rounds), batches, sink_diffs + q_diffs,
-                     sink_problems + q_problems, stream.sink.table, stream.quarantine,
+    diffs, problems = (), commit_problems(spark, batch, stream)
+    for want, got in zip(outputs(batch), outputs(stream)):
+        d, p = compare(spark, want.table, got.table, want.partition_by, table=want.name,
+                       drop=("origin",) if want.quarantine else (),
+                       rename_input=rename if want.quarantine else None)
+        diffs, problems = diffs + d, problems + p
+    return RunReport(model, run, order, len(commits), len(rounds), batches, diffs, problems,
+                     tuple(o.table for o in outputs(stream) if not o.quarantine), stream.quarantine,
                      tuple(rename.items()), time.monotonic() - began)
 
 
@@ -273,16 +289,12 @@ def rebind(plan: StreamPlan, copies: dict[str, str], *, sink: str, quarantine: s
            checkpoint: str) -> StreamPlan:
     """The stream plan reading `copies` (relation -> copy table) one commit per micro-batch,
     writing a scratch sink and quarantine with its own checkpoint. Views keep their names, so
-    the SQL is unchanged; static inputs stay as they are."""
-    def bind(b: SourceBinding) -> SourceBinding:
-        if b.relation not in copies:
-            return b
-        prune = tuple(dataclasses.replace(p, other=copies.get(p.other, p.other)) for p in b.prune)
-        return dataclasses.replace(b, relation=copies[b.relation], prune=prune, max_files_per_trigger=1)
-
+    the SQL is unchanged; static inputs stay as they are. A dimension join's `fact` names the
+    fact's binding (its event time dates the `dim_missing` quarantine rows): it follows the copy."""
+    dim = plan.dim and dataclasses.replace(plan.dim, fact=copies.get(plan.dim.fact, plan.dim.fact))
     return dataclasses.replace(
-        plan, sources=tuple(bind(b) for b in plan.sources), quarantine=quarantine,
-        sink=dataclasses.replace(plan.sink, table=sink, checkpoint=checkpoint))
+        plan, sources=tuple(bind_copy(b, copies) for b in plan.sources), quarantine=quarantine,
+        sink=dataclasses.replace(plan.sink, table=sink, checkpoint=checkpoint), dim=dim)
 
 
 # --- arrival: chunks, commits, rounds -------------------------------------------------------------
@@ -359,61 +371,7 @@ def split_rounds(commits: list[Any], rnd: random.Random, max_rounds: int) -> lis
     return [commits[a:b] for a, b in zip([0, *cuts], [*cuts, len(commits)])]
 
 
-# --- comparison -----------------------------------------------------------------------------------
-
-def compare(spark: SparkSession, want_table: str, got_table: str, partition_by: Sequence[str], *,
-            table: str, drop: Sequence[str] = (), rename_input: dict[str, str] | None = None
-            ) -> tuple[tuple[PartitionDiff, ...], tuple[str, ...]]:
-    """Per-partition multiset difference of two tables, both directions of EXCEPT ALL over every
-    column (minus `drop`). A table that does not exist is empty. `rename_input` maps the
-    quarantine's `input` column from copy tables back to the relations they copy."""
-    want, got = _table(spark, want_table), _table(spark, got_table)
-    if want is None and got is None:
-        return (), ()
-    want = want if want is not None else spark.createDataFrame([], got.schema)
-    got = got if got is not None else spark.createDataFrame([], want.schema)
-    want, got = want.drop(*drop), got.drop(*drop)
-    if rename_input and "input" in got.columns:
-        mapped = F.col("input")
-        for copy, original in rename_input.items():
-            mapped = F.when(F.col("input") == copy, F.lit(original)).otherwise(mapped)
-        got = got.withColumn("input", mapped)
-    problems = _schema_problems(want, got, table)
-    if problems:
-        return (), problems
-    got = got.select(*[F.col(f"`{c}`") for c in want.columns])
-    key = _partition_key(want.columns, partition_by)
-    counts = [_count_by(df, key) for df in (want, got, want.exceptAll(got), got.exceptAll(want))]
-    keys = sorted(set().union(*counts))
-    return tuple(PartitionDiff(table, k, *(c.get(k, 0) for c in counts)) for k in keys), ()
-
-
-def _table(spark: SparkSession, name: str) -> DataFrame | None:
-    return spark.table(name) if spark.catalog.tableExists(name) else None
-
-
-def _schema_problems(want: DataFrame, got: DataFrame, table: str) -> tuple[str, ...]:
-    w = {f.name.lower(): f.dataType.simpleString() for f in want.schema.fields}
-    g = {f.name.lower(): f.dataType.simpleString() for f in got.schema.fields}
-    out = [f"{table}: column `{c}` only in the batch output" for c in w if c not in g]
-    out += [f"{table}: column `{c}` only in the stream output" for c in g if c not in w]
-    out += [f"{table}: column `{c}` is {w[c]} in the batch output, {g[c]} in the stream output"
-            for c in w if c in g and w[c] != g[c]]
-    return tuple(out)
-
-
-def _partition_key(columns: Sequence[str], partition_by: Sequence[str]) -> Column:
-    names = {c.lower(): c for c in columns}
-    parts = [names[p.lower()] for p in partition_by if p.lower() in names]
-    if not parts:
-        return F.lit("(whole table)")
-    return F.concat_ws("/", *[F.concat(F.lit(f"{p}="), F.coalesce(F.col(f"`{p}`").cast("string"),
-                                                                    F.lit("NULL"))) for p in parts])
-
-
-def _count_by(df: DataFrame, key: Column) -> dict[str, int]:
-    return {r["k"]: r["n"] for r in df.groupBy(key.alias("k")).agg(F.count(F.lit(1)).alias("n")).collect()}
-
+# --- helpers --------------------------------------------------------------------------------------
 
 def _rows(spark: SparkSession, table: str) -> int:
     return spark.table(table).count() if spark.catalog.tableExists(table) else 0

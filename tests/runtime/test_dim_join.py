@@ -332,9 +332,18 @@ def demo_rows(seed, n=30):
     return out
 
 
-@pytest.mark.parametrize("seed", [7])
-def test_enriched_demo_model_streamed_in_random_splits_equals_the_backfill(spark, tmp_path, seed):
-    rnd = random.Random(seed)
+@dataclasses.dataclass
+class Demo:
+    ods: str
+    dim: str
+    ctxs: dict  # mode -> Context
+    plans: dict  # mode -> {model: plan}
+
+
+@pytest.fixture
+def demo(spark, tmp_path):
+    """The demo's staging and enriched models over tiny dimensions: dim_user 10-31 and 11-01
+    ready (11-02 written, not ready), dim_ad 11-01 ready by marker (11-02 not ready)."""
     name = "rt_dim_demo"
     ods, dim, dw_b, dw_s = f"{name}_ods", f"{name}_dim", f"{name}_b", f"{name}_s"
     for db in (ods, dim, dw_b, dw_s):
@@ -361,6 +370,15 @@ def test_enriched_demo_model_streamed_in_random_splits_equals_the_backfill(spark
         result = compile_project(root, mode=mode, target=ctxs[mode].target)
         result.raise_if_errors()
         plans[mode] = result.plans
+    yield Demo(ods, dim, ctxs, plans)
+    for db in (ods, dim, dw_b, dw_s):
+        spark.sql(f"DROP DATABASE IF EXISTS {db} CASCADE")
+
+
+@pytest.mark.parametrize("seed", [7])
+def test_enriched_demo_model_streamed_in_random_splits_equals_the_backfill(spark, demo, seed):
+    rnd = random.Random(seed)
+    ods, ctxs, plans = demo.ods, demo.ctxs, demo.plans
     rows = demo_rows(seed)
     rnd.shuffle(rows)
     stream_plans = [dataclasses.replace(plans["stream"][m], sources=tuple(
@@ -384,5 +402,38 @@ def test_enriched_demo_model_streamed_in_random_splits_equals_the_backfill(spark
     assert got.where("user_dt < dt").count() > 0  # some events fell back
     assert got.where("ad_dt IS NOT NULL").count() > 0
     assert spark.table(enriched_b.quarantine).where("reason = 'dim_missing'").count() > 0
-    for db in (ods, dim, dw_b, dw_s):
-        spark.sql(f"DROP DATABASE IF EXISTS {db} CASCADE")
+
+
+def test_verify_passes_on_the_enriched_model_and_would_catch_a_difference(spark, demo):
+    """Issue 5: `sqlflow verify` on `dwd_user_events_enriched` with a fixed readiness snapshot
+    (verify writes no dimension and no READY row; the stream pins both per micro-batch)."""
+    from sqlflow.runtime.snapshot import sync_markers
+    from sqlflow.verify import compare, drop_scratch, verify_project
+
+    ctx = demo.ctxs["batch"]
+    spark.createDataFrame(demo_rows(11), ODS_SCHEMA).coalesce(1).write.format("delta").mode("append") \
+        .saveAsTable(f"{demo.ods}.ods_user_events")
+    run_batch(ctx, demo.plans["batch"]["stg_user_events"])  # the enriched model's stream input
+    dims = [f"{demo.dim}.dim_user", f"{demo.dim}.dim_ad"]
+    sync_markers(spark, dims[1], "dt", "_SUCCESS")  # as the first run would (a commit row)
+    ready = {d: C.ready_partitions(spark, d) for d in dims}
+    scratch_rows = lambda: C.read(spark).where(F.col("table").startswith(report.scratch + ".")).count()  # noqa: E731
+    (report,) = verify_project(ctx, select=["dwd_user_events_enriched"], runs=1, seed=5, keep=True)
+    try:
+        (run,) = report.runs
+        assert report.ok, [p for p in run.partitions if not p.ok] or run.problems
+        assert {p.table for p in run.partitions} == {"sink", "quarantine"}
+        assert report.batch_rows > 0 and report.batch_quarantined > 0  # dim_missing and late rows
+        assert spark.table(report.batch_table).where("user_dt < dt").count() > 0  # fell back
+        assert {d: C.ready_partitions(spark, d) for d in dims} == ready
+        assert scratch_rows() > 0  # the runtime logged its scratch writes (provisional ones too)
+        # the comparison sees one lost row, in its partition
+        victim = spark.table(run.sink_table).orderBy("event_id").first()
+        spark.sql(f"DELETE FROM {run.sink_table} WHERE event_id = '{victim['event_id']}'")
+        diffs, problems = compare(spark, report.batch_table, run.sink_table, ("dt",), table="sink")
+        bad = [(p.partition, p.batch_rows - p.stream_rows, p.missing, p.extra) for p in diffs if not p.ok]
+        assert not problems and bad == [(f"dt={victim['dt']}", 1, 1, 0)], diffs
+    finally:
+        drop_scratch(ctx, report.scratch)
+    assert scratch_rows() == 0  # its scratch tables' commit-log rows went with it
+    assert not [d for d in spark.catalog.listDatabases() if d.name == report.scratch]

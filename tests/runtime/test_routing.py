@@ -4,9 +4,15 @@
   available-now runs in between and a crash between two targets, leave every target (and the
   quarantine) exactly equal to the batch plan's output;
 - the notification fires once per committed hour (a local HTTP server counts POSTs), also
-  across restarts, and only for hours the watermark has closed;
+  across restarts, and only for hours the watermark has closed (runs told that more input
+  follows, `end_of_input=False`, commit like a continuous query);
 - no commit while a target's rows of the hour are not written yet;
-- file counts stay within budget; a backfill reads its input once for all targets.
+- a bounded run commits its last open hours at the end of input, once; a later row into such
+  an hour marks it dirty instead of committing or notifying again; status lists it, repair
+  backfills the group's day and settles it;
+- file counts stay within budget; a backfill reads its input once for all targets;
+- `sqlflow verify` passes on the group (every target and the quarantine), fires no
+  notification and leaves no scratch schema or commit-log row behind.
 """
 
 from __future__ import annotations
@@ -14,6 +20,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import random
+import re
 import threading
 from collections import Counter
 from datetime import datetime, timedelta, timezone
@@ -28,7 +35,8 @@ from sqlflow.compiler import compile_project
 from sqlflow.context import Context
 from sqlflow.runtime import commitlog
 from sqlflow.runtime.compaction import compact
-from sqlflow.runtime.routing import last_report, run_routed_batch, run_routed_stream
+from sqlflow.runtime.routing import DIRTY_REASON, last_report, run_routed_batch, run_routed_stream
+from sqlflow.verify_outputs import routed_selection
 
 pytestmark = pytest.mark.spark
 
@@ -190,12 +198,12 @@ def test_stream_with_a_crash_between_targets_equals_the_batch_plan(spark, setup,
         for chunk in group:
             append(spark, f"{s.ods}.events", chunk)
         try:
-            run_routed_stream(s.stream, plan, between_targets=crash)
+            run_routed_stream(s.stream, plan, end_of_input=False, between_targets=crash)
         except RuntimeError:
             assert crashed
-            run_routed_stream(s.stream, plan)  # the restart finishes the crashed batch
+            run_routed_stream(s.stream, plan, end_of_input=False)  # the restart finishes the crashed batch
         runs += 1
-    run_routed_stream(s.stream, plan)  # a restart with nothing new
+    run_routed_stream(s.stream, plan, end_of_input=False)  # a restart with nothing new
     assert crashed and runs >= 3
     list(run_routed_batch(s.batch, s.batch_plan))
     for tb, ts in zip(s.batch_plan.targets, s.stream_plan.targets):
@@ -217,7 +225,7 @@ def test_no_commit_while_a_target_of_the_hour_is_unwritten(spark, setup, hook, t
     at = lambda h, m: DAY + timedelta(hours=h, minutes=m)  # noqa: E731
     append(spark, f"{s.ods}.events", [event(1, "live", at(10, 5), at(10, 6)),
                                       event(2, "music", at(10, 50), at(10, 51))])
-    run_routed_stream(s.stream, plan)
+    run_routed_stream(s.stream, plan, end_of_input=False)
     assert commits(spark, plan) == set() and not hook.posts  # watermark 10:51 < 11:10
     # the watermark passes 11:10 in this batch, which also brings a last row of 10h for
     # every target; the process dies after the first target
@@ -230,11 +238,11 @@ def test_no_commit_while_a_target_of_the_hour_is_unwritten(spark, setup, hook, t
             raise RuntimeError("killed after the first target")
 
     with pytest.raises(RuntimeError):
-        run_routed_stream(s.stream, plan, between_targets=die)
+        run_routed_stream(s.stream, plan, end_of_input=False, between_targets=die)
     assert commits(spark, plan) == set() and not hook.posts
     assert not (Path(spark.sql(f"DESCRIBE DETAIL {plan.targets[live].sink.table}").collect()[0]["location"]
                      .removeprefix("file:")) / "dt=2026-11-01" / "hour=10" / "_SUCCESS").exists()
-    run_routed_stream(s.stream, plan)
+    run_routed_stream(s.stream, plan, end_of_input=False)
     tables = [t.sink.table for t in plan.targets]
     assert commits(spark, plan) == {(t, "dt=2026-11-01/hour=10") for t in tables}
     assert dict(hook.posts) == {"dt=2026-11-01/hour=10": 1}
@@ -244,7 +252,7 @@ def test_no_commit_while_a_target_of_the_hour_is_unwritten(spark, setup, hook, t
     got = {r["event_id"] for r in spark.table(plan.targets[live].sink.table).collect()}
     assert got == {"e1", "e3"}
     append(spark, f"{s.ods}.events", [event(6, "music", at(11, 30), at(11, 31))])
-    run_routed_stream(s.stream, plan)  # restart: hour 11 stays open, no second notification
+    run_routed_stream(s.stream, plan, end_of_input=False)  # restart: hour 11 stays open, no second notification
     assert dict(hook.posts) == {"dt=2026-11-01/hour=10": 1}
     # compaction rewrites committed partitions only: live's hour 10 (two files, one per
     # batch) becomes one file; music's open hour 11 keeps its two files
@@ -296,3 +304,67 @@ def test_backfill_reads_once_stays_in_budget_and_commits_what_it_wrote(spark, se
     tables = [t.sink.table for t in s.batch_plan.targets]
     assert commits(spark, s.batch_plan) == {
         (t, h) for t in tables for h in ("dt=2026-11-01/hour=10", "dt=2026-11-01/hour=11")}
+
+
+HOUR10 = "dt=2026-11-01/hour=10"
+
+
+def test_a_bounded_run_commits_its_last_hours_once_and_a_later_row_marks_them_dirty(spark, setup, hook):
+    s, plan = setup, setup.stream_plan
+    tables = [t.sink.table for t in plan.targets]
+    live = plan.targets[[t.model for t in plan.targets].index("r_live")].sink.table
+    at = lambda h, m: DAY + timedelta(hours=h, minutes=m)  # noqa: E731
+    append(spark, f"{s.ods}.events", [event(1, "live", at(10, 5), at(10, 6)),
+                                      event(2, "music", at(10, 50), at(10, 51))])
+    reports = run_routed_stream(s.stream, plan)  # watermark 10:51 < 11:10, but the input ended
+    assert [r.kind for r in reports] == ["batch", "flush"] and reports[0].committed == ()
+    assert reports[-1].committed == (HOUR10,) and reports[-1].notified == (HOUR10,)
+    assert commits(spark, plan) == {(t, HOUR10) for t in tables}
+    assert dict(hook.posts) == {HOUR10: 1}
+    run_routed_stream(s.stream, plan)  # nothing new: nothing committed or notified again
+    commit_rows = lambda: commitlog.read(spark).where(  # noqa: E731
+        F.col("table").isin(tables) & (F.col("kind") == "commit")).count()
+    assert commit_rows() == 3 and dict(hook.posts) == {HOUR10: 1}
+    # a clean row of hour 10 (10:50, ingested 10:55: not late by its own times) in a later run
+    append(spark, f"{s.ods}.events", [event(3, "live", at(10, 50), at(10, 55))])
+    reports = run_routed_stream(s.stream, plan)
+    batch = [r for r in reports if r.kind == "batch"]
+    assert len(batch) == 1 and batch[0].dirty == ((HOUR10, DIRTY_REASON),)
+    assert f"DIRTY {HOUR10}" in batch[0].line()
+    assert {(p.table, p.partition) for p in commitlog.open_partitions(spark, tables) if p.dirty} == {
+        (live, HOUR10)}
+    assert commit_rows() == 3 and dict(hook.posts) == {HOUR10: 1}
+    assert {r["event_id"] for r in spark.table(live).collect()} == {"e1", "e3"}  # written, not lost
+    # `sqlflow status` lists it; `sqlflow repair` backfills the group's day and settles it
+    from sqlflow.runtime.repair import repair
+    from sqlflow.runtime.status import status_tables
+
+    assert status_tables(spark, [plan])[0].row_count == 1
+    group = compile_project(s.stream.project_dir, mode="batch", target=s.stream.target).plans["by_dept"]
+    (result,) = repair(s.stream, [group])
+    assert result.repaired == (HOUR10,) and not result.still_open
+    assert not commitlog.open_partitions(spark, tables)
+    assert {r["event_id"] for r in spark.table(live).collect()} == {"e1", "e3"}
+    assert dict(hook.posts) == {HOUR10: 2}  # a backfill is a new run: the rewritten hour notifies
+
+
+def test_verify_passes_on_the_routed_group_quietly_and_leaves_nothing_behind(spark, setup, hook):
+    from click.testing import CliRunner
+
+    from sqlflow.cli import main
+
+    s = setup
+    assert routed_selection(s.stream, ["by_dept"]) == routed_selection(s.stream, ["r_main"]) == [
+        f"r_{d}" for d in DEPTS]
+    append(spark, f"{s.ods}.events", random_events(11, n=30))
+    log_rows = commitlog.read(spark).count()
+    out = CliRunner().invoke(main, ["--project-dir", str(s.stream.project_dir), "verify",
+                                    "--select", "r_main", "--runs", "1", "--seed", "3"])
+    assert out.exit_code == 0, out.output
+    assert "verify: OK" in out.output and "by_dept run 1: equal" in out.output, out.output
+    for name in ("r_live", "r_main", "r_music", "quarantine"):  # each compared, with rows, equal
+        assert re.search(rf"{name}\s+dt=\S+\s+([1-9][\d,]*)\s+\1\s+0\s+0", out.output), (name, out.output)
+    assert not re.search(r"\bsink\b", out.output)
+    assert not hook.posts  # the group's real notification never fired
+    assert commitlog.read(spark).count() == log_rows  # no scratch rows left in the log
+    assert not [d for d in spark.catalog.listDatabases() if d.name.startswith("sqlflow_verify_")]

@@ -1,5 +1,5 @@
-"""`sqlflow verify`: stream each selected streaming model in random orders and splits and
-compare its output with the batch plan's, row for row (`sqlflow.verify`)."""
+"""`sqlflow verify`: stream each selected streaming model (or routed group) in random orders and
+splits and compare its output with the batch plan's, row for row (`sqlflow.verify`)."""
 
 from __future__ import annotations
 
@@ -10,13 +10,14 @@ import click
 
 from sqlflow.cli_support import console, context, err_console, error_handler, escape, parse_vars
 
-SHOWN_EQUAL = 20  # equal partitions listed per run; differing ones are always listed
+SHOWN_EQUAL = 20  # equal partitions listed per table and run; differing ones are always listed
 
 
 @click.command("verify")
 @click.option("--select", "-s", "select", multiple=True,
               help="Models to verify: name, +name, name+, tag:x, path:dir (streaming_table models "
-                   "of the selection; default: all of them).")
+                   "of the selection; default: all of them). A routed group's name or any of its "
+                   "members verifies the whole group.")
 @click.option("--runs", type=click.IntRange(min=1), default=3, show_default=True,
               help="Stream runs per model, each with its own random arrival order and splits.")
 @click.option("--seed", type=int, default=None,
@@ -31,11 +32,13 @@ SHOWN_EQUAL = 20  # equal partitions listed per run; differing ones are always l
 @error_handler
 def command(select: tuple[str, ...], runs: int, seed: int | None, order: str, keep: bool,
             vars_text: str | None) -> None:
-    """Check that each streaming model's stream plan equals its batch plan on the current input.
+    """Check that each streaming model's (or routed group's) stream plan equals its batch plan
+    on the current input.
 
-    Runs the batch plan into a scratch table, then RUNS stream runs over fresh copies of the
-    stream inputs that arrive in random chunks and orders; compares sink and quarantine row for
-    row and prints a per-partition summary per run. Exits 1 on any difference.
+    Runs the batch plan into scratch tables, then RUNS stream runs over fresh copies of the
+    stream inputs that arrive in random chunks and orders; compares every output table (the
+    sink, or each routed target) and the quarantine row for row and prints a per-partition
+    summary per run. Exits 1 on any difference.
     """
     from sqlflow.verify import verify_project
 
@@ -53,7 +56,7 @@ def command(select: tuple[str, ...], runs: int, seed: int | None, order: str, ke
                       f"output differs from the batch output (seed {seed})")
         sys.exit(1)
     console.print(f"[green]verify: OK[/green] — {runs_done} stream run(s) of {len(reports)} model(s) "
-                  "equal the batch output, sink and quarantine")
+                  "equal the batch output, every output table and the quarantine")
 
 
 def print_model(report, keep: bool) -> None:
@@ -64,13 +67,18 @@ def print_model(report, keep: bool) -> None:
         for problem in run.problems:
             console.print(f"  [red]{escape(problem)}[/red]")
     if keep:
-        console.print(f"  kept: batch output {report.batch_table}, stream outputs "
-                      f"{', '.join(r.sink_table for r in report.runs)} (schema {report.scratch}; "
-                      f"drop it with `DROP DATABASE {report.scratch} CASCADE`)")
+        from sqlflow.plan import COMMIT_LOG
+
+        stream = [t for r in report.runs for t in r.tables]
+        console.print(f"  kept: batch output {', '.join(report.batch_tables)}, stream outputs "
+                      f"{', '.join(stream)} (schema {report.scratch}; drop it and its commit-log "
+                      f"rows with `DROP DATABASE {report.scratch} CASCADE` and `DELETE FROM "
+                      f"{COMMIT_LOG} WHERE startswith(table, '{report.scratch}.')`)", soft_wrap=True)
 
 
 def run_table(run):
-    """Differing partitions first (all of them), then up to SHOWN_EQUAL equal ones."""
+    """Differing partitions first (all of them), then up to SHOWN_EQUAL equal ones per table
+    (the sink, or each routed target, then the quarantine)."""
     from rich import box
     from rich.table import Table
 
@@ -81,12 +89,18 @@ def run_table(run):
                   title_justify="left", box=box.SIMPLE_HEAD)
     for name in ("table", "partition", "batch rows", "stream rows", "missing", "extra"):
         table.add_column(name, justify="left" if name in ("table", "partition") else "right")
-    differing = [p for p in run.partitions if not p.ok]
-    equal = [p for p in run.partitions if p.ok]
-    for p in differing + equal[:SHOWN_EQUAL]:
-        style = "red" if not p.ok else None
-        table.add_row(p.table, escape(p.partition), f"{p.batch_rows:,}", f"{p.stream_rows:,}",
-                      f"{p.missing:,}", f"{p.extra:,}", style=style)
-    if len(equal) > SHOWN_EQUAL:
-        table.add_row("", f"... {len(equal) - SHOWN_EQUAL} more equal partitions", "", "", "", "")
+    def row(p):
+        table.add_row(escape(p.table), escape(p.partition), f"{p.batch_rows:,}", f"{p.stream_rows:,}",
+                      f"{p.missing:,}", f"{p.extra:,}", style=None if p.ok else "red")
+
+    for p in run.partitions:
+        if not p.ok:
+            row(p)
+    for name in dict.fromkeys(p.table for p in run.partitions):  # sink or targets, quarantine
+        equal = [p for p in run.partitions if p.table == name and p.ok]
+        for p in equal[:SHOWN_EQUAL]:
+            row(p)
+        if len(equal) > SHOWN_EQUAL:
+            table.add_row(escape(name), f"... {len(equal) - SHOWN_EQUAL} more equal partitions",
+                          "", "", "", "")
     return table

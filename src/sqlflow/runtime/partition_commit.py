@@ -9,6 +9,10 @@ An hour `(dt, hour)` of a routed group is COMMITTED
   allowed_lateness`: it is late and goes to quarantine (DESIGN 2.1), so nothing can reopen a
   committed hour. Commits run after every target's write of the micro-batch, so an hour is
   never committed while a target's sub-partitions of it may still be missing;
+- at the end of a bounded stream run (`available-now`, input exhausted): every hour written
+  and not committed yet, as if the watermark had passed (DESIGN 2.6). A row into such an hour
+  in a later run is not late by its own times: it is written, and the hour is marked `dirty`
+  (not committed or notified again; `sqlflow repair` rewrites it);
 - in a backfill, for every hour the run overwrote, once all targets are written.
 
 A commit appends one `commit` row per target table and hour to the commit log (idempotent: an
@@ -64,10 +68,17 @@ def closed(plan: RoutedPlan, hours: Iterable[str], watermark_us: int | None, zon
                   if hour_end_us(h, plan, zone) + plan.commit.allowed_lateness_us <= watermark_us)
 
 
-def committed_hours(spark: SparkSession, plan: RoutedPlan) -> set[str]:
-    """Hours committed for EVERY target of the group."""
+def committed_hours(spark: SparkSession, plan: RoutedPlan, *,
+                    before: tuple[str, int] | None = None) -> set[str]:
+    """Hours committed for EVERY target of the group. `before=(run_id, batch_id)` leaves out
+    commits that run made at that batch or later: a replayed batch (restart after a crash)
+    must not take the hours it committed itself the first time for earlier commits."""
     tables = [t.sink.table.lower() for t in plan.targets]
-    rows = (commitlog.read(spark).where((F.col("kind") == "commit") & F.col("table").isin(tables))
+    log = commitlog.read(spark)
+    if before is not None:
+        log = log.where(~((F.col("run_id") == before[0]) & (F.col("batch_id") >= before[1]))
+                        | F.col("run_id").isNull() | F.col("batch_id").isNull())
+    rows = (log.where((F.col("kind") == "commit") & F.col("table").isin(tables))
             .groupBy("partition").agg(F.countDistinct("table").alias("n"))
             .where(F.col("n") == len(tables)).collect())
     return {r["partition"] for r in rows}

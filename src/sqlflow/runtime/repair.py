@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from datetime import date, timedelta
 from typing import Callable, Sequence
 
-from sqlflow.plan import BatchPlan
+from sqlflow.plan import BatchPlan, RoutedPlan
 from sqlflow.runtime import commitlog as C
 from sqlflow.runtime.batch import RunResult, run_batch
 
@@ -83,8 +83,38 @@ def repair_model(ctx, plan: BatchPlan, *, on_run: Callable[[RunResult], None] | 
     return RepairResult(plan.model, plan.sink.table, found, tuple(runs), repaired, still)
 
 
-def repair(ctx, plans: Sequence[BatchPlan], *,
+def repair_routed(ctx, plan: RoutedPlan, *,
+                  on_run: Callable[[RunResult], None] | None = None) -> RepairResult:
+    """Rewrite the open hours of a routed group's targets (dirty: a row reached an hour after
+    its commit). One backfill of the GROUP per contiguous date range: one read, every target
+    overwritten over the range, the hours committed (and notified) again. Its `write` rows name
+    full partitions, not the hours the `dirty` rows name, so each repaired hour gets a `repair`
+    row once the backfill succeeded."""
+    from sqlflow.runtime.routing import run_routed_batch
+
+    spark = ctx.spark
+    tables = [t.sink.table for t in plan.targets]
+    found = tuple(C.open_partitions(spark, tables))
+    runs: list[RunResult] = []
+    if found:
+        days = [_day(s.partition) for s in found]
+        ranges = date_ranges([d for d in days if d]) if all(days) else [(None, None)]
+        for start, end in ranges:
+            for run in run_routed_batch(ctx, plan, start=start, end=end):
+                runs.append(run)
+                if on_run:
+                    on_run(run)
+        C.append(spark, [C.Entry(s.table, s.partition, "repair", "batch", plan.model,
+                                 reason="rewritten by the batch plan") for s in found])
+    still = tuple(C.open_partitions(spark, tables))
+    left = {(s.table, s.partition) for s in still}
+    repaired = tuple(s.partition for s in found if (s.table, s.partition) not in left)
+    return RepairResult(plan.model, ", ".join(tables), found, tuple(runs), repaired, still)
+
+
+def repair(ctx, plans: Sequence[BatchPlan | RoutedPlan], *,
            on_run: Callable[[RunResult], None] | None = None) -> list[RepairResult]:
     """Repair `plans` in compile order (inputs first: a repaired input feeds its readers)."""
-    return [repair_model(ctx, p, on_run=on_run) for p in plans
-            if p.sink.write != "view"]
+    return [repair_routed(ctx, p, on_run=on_run) if isinstance(p, RoutedPlan) else
+            repair_model(ctx, p, on_run=on_run) for p in plans
+            if isinstance(p, RoutedPlan) or p.sink.write != "view"]

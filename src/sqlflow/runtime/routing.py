@@ -12,6 +12,14 @@ checkpoint (`.sqlflow/checkpoints/route__<group>`). Each micro-batch `b`:
 3. records the batch's ingest frontier and the hours it touched in
    `<schema>.__sqlflow_route__<group>` (idempotent per batch id);
 4. commits every hour the watermark has closed (`sqlflow.runtime.partition_commit`).
+A row written into an hour that is already committed (possible only after a bounded run closed
+the hour early, or a backfill committed it) marks that hour dirty for each target it reached:
+commit log `dirty` rows, `sqlflow status` / `repair`, the report's DIRTY note. The hour is not
+committed or notified again.
+
+End of input (`--trigger available-now`, the default): when the query stops because its input
+is exhausted, `RouteBatch.flush` commits every hour written and not yet committed, as if the
+watermark had passed (DESIGN 2.6). A continuous (interval) query commits only on the watermark.
 
 Batch (`run_routed_batch`): the parent is read once at one Delta version, cached and
 quarantined once; each target's SQL runs over the cached clean rows and overwrites its
@@ -83,19 +91,25 @@ class RouteReport:
     committed: tuple[str, ...]
     notified: tuple[str, ...]
     seconds: float
+    kind: str = "batch"  # batch | flush (the end-of-input commit of a bounded run)
+    dirty: tuple[tuple[str, str], ...] = ()  # (hour, reason): rows written into committed hours
 
     @property
     def rows_out(self) -> int:
         return sum(t.rows for t in self.targets)
 
     def line(self) -> str:
+        note = f"; committed {', '.join(self.committed)}" if self.committed else ""
+        if self.kind == "flush":
+            return (f"{self.group} end of input after batch {self.batch_id}: "
+                    f"{note.removeprefix('; ') or 'nothing left to commit'} ({self.seconds:.1f}s)")
         files = sum(t.files for t in self.targets)
         parts = sum(len(t.partitions) for t in self.targets)
         head = f"{self.group} " + (f"batch {self.batch_id}" if self.batch_id is not None else "backfill")
-        note = f"; committed {', '.join(self.committed)}" if self.committed else ""
+        dirty = "".join(f"; DIRTY {p}: {r}" for p, r in self.dirty)
         return (f"{head}: in {self.rows_in:,}; out {self.rows_out:,} to {len(self.targets)} "
                 f"targets, {files} files in {parts} partitions; quarantined {self.quarantined:,}"
-                f"{note} ({self.seconds:.1f}s)")
+                f"{note}{dirty} ({self.seconds:.1f}s)")
 
 
 # --- shared: write one target ---------------------------------------------------------------------
@@ -185,7 +199,7 @@ class RouteBatch:
             if quarantined:
                 write(spark, Sink(plan.quarantine, "append_once", Q.PARTITION_BY), split.quarantine,
                       batch=BatchId(f"{app}__quarantine", batch_id))
-            writes, hours = [], set()
+            writes, hours, reached = [], set(), []
             for k, t in enumerate(plan.targets):
                 target_batch = BatchId(f"{app}::{t.model}", batch_id)
                 _, tw, counts = self._targets.write(spark, t, spark.sql(t.sql), batch=target_batch)
@@ -193,14 +207,17 @@ class RouteBatch:
                     commitlog.Entry(t.sink.table, spec, "write", "stream", t.model, run_id=app,
                                     batch_id=batch_id, rows=n) for spec, n in sorted(counts.items())],
                     batch=target_batch)
+                reached += [(t, h) for h in sorted(_hours(plan, t, counts))]
                 hours |= _hours(plan, t, counts)
                 writes.append(tw)
                 if self.between_targets:
                     self.between_targets(k, batch_id)
             _record_progress(spark, plan, app, batch_id, frontier, hours)
             if self._state is None:  # read once per query start, then kept up to date here
-                self._state = (*_progress(spark, plan), PC.committed_hours(spark, plan))
+                self._state = (*_progress(spark, plan),
+                               PC.committed_hours(spark, plan, before=(app, batch_id)))
             watermark, seen, done = self._state
+            dirty = _mark_dirty(spark, plan, [(t, h) for t, h in reached if h in done], app, batch_id)
             if frontier is not None:
                 watermark = frontier if watermark is None else max(watermark, frontier)
             seen = seen | hours
@@ -212,10 +229,46 @@ class RouteBatch:
             df.unpersist()
             spark.catalog.dropTempView(b.view)
         report = RouteReport(plan.model, batch_id, rows_in, quarantined, tuple(writes),
-                             tuple(todo), tuple(fired), time.monotonic() - began)
+                             tuple(todo), tuple(fired), time.monotonic() - began, dirty=dirty)
+        self._report(report)
+
+    def flush(self) -> RouteReport | None:
+        """End of input of a bounded run (DESIGN 2.6): commit every hour any batch wrote that
+        is not committed yet, as if the watermark had passed; None when the query never ran a
+        batch. Called by `run_routed_stream` (and `sqlflow run --mode stream`) after an
+        `available-now` query stopped by itself, never for a continuous one."""
+        spark, plan = self.ctx.spark, self.plan
+        if not spark.catalog.tableExists(progress_table(plan)):
+            return None
+        began = time.monotonic()
+        watermark, seen = _progress(spark, plan)
+        last = spark.table(progress_table(plan)).agg(F.max("batch_id")).collect()[0][0]
+        todo = sorted(seen - PC.committed_hours(spark, plan))
+        fired = PC.commit(spark, plan, todo, mode="stream", run_id=self.app_id(),
+                          inputs={"watermark_us": watermark, "end_of_input": True})
+        report = RouteReport(plan.model, last, 0, 0, (), tuple(todo), tuple(fired),
+                             time.monotonic() - began, kind="flush")
+        self._report(report)
+        return report
+
+    def _report(self, report: RouteReport) -> None:
         self.reports.append(report)
         if self.on_batch:
             self.on_batch(report)
+
+
+DIRTY_REASON = "row written after the hour was committed"
+
+
+def _mark_dirty(spark: SparkSession, plan: RoutedPlan, reached: list[tuple[RouteTarget, str]],
+                app: str, batch_id: int) -> tuple[tuple[str, str], ...]:
+    """`dirty` commit-log rows (idempotent per batch) for each target that wrote into an hour
+    committed before this batch: readers may already have consumed the hour without these
+    rows. Returns the (hour, reason) pairs for the report."""
+    commitlog.append(spark, [commitlog.Entry(t.sink.table, h, "dirty", "stream", t.model, run_id=app,
+                                             batch_id=batch_id, reason=DIRTY_REASON)
+                             for t, h in reached], batch=BatchId(f"{app}::dirty", batch_id))
+    return tuple((h, DIRTY_REASON) for h in sorted({h for _, h in reached}))
 
 
 def _measure(df: DataFrame, b) -> tuple[int, int, int | None]:
@@ -294,19 +347,26 @@ def start(ctx, plan: RoutedPlan, *, trigger: str = AVAILABLE_NOW,
 
 def run_routed_stream(ctx, plan: RoutedPlan, *, trigger: str = AVAILABLE_NOW,
                       on_batch: Callable[[RouteReport], None] | None = None,
-                      between_targets: Callable[[int, int], None] | None = None) -> list[RouteReport]:
+                      between_targets: Callable[[int, int], None] | None = None,
+                      end_of_input: bool = True) -> list[RouteReport]:
     """Run the group's query until it stops; a failure in a micro-batch is re-raised as it was
-    raised (the checkpoint resumes it)."""
+    raised (the checkpoint resumes it). An `available-now` run that ends by itself commits
+    every open hour (`RouteBatch.flush`) unless `end_of_input` is False: a caller that feeds
+    more input after this run (verify's rounds before the last, tests of the watermark rule)
+    says so, and the run commits only what the watermark closed, like a continuous query."""
     query, fn = start(ctx, plan, trigger=trigger, on_batch=on_batch, between_targets=between_targets)
     try:
         query.awaitTermination()
     except KeyboardInterrupt:
         query.stop()
+        return fn.reports
     except Exception as exc:
         if fn.error is not None and not isinstance(fn.error, KeyboardInterrupt):
             raise fn.error from exc
         raise SqlflowError(f"routed group `{plan.model}`: stream query failed: {str(exc)[:300]}",
                            location=Location(plan.path), hint="run again to resume") from exc
+    if trigger == AVAILABLE_NOW and end_of_input:
+        fn.flush()
     return fn.reports
 
 

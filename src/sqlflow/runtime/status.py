@@ -2,21 +2,28 @@
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Any, Sequence
 
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 from rich import box
 from rich.table import Table
 
-from sqlflow.plan import Plan
+from sqlflow.plan import Plan, RoutedPlan
 from sqlflow.runtime import commitlog as C
+
+
+def output_tables(plan: Any) -> tuple[str, ...]:
+    """The tables a plan writes rows to: its sink (not a view), or every routed target."""
+    if isinstance(plan, RoutedPlan):
+        return tuple(t.sink.table for t in plan.targets)
+    return () if plan.sink.write == "view" else (plan.sink.table,)
 
 
 def status_tables(spark: SparkSession, plans: Sequence[Plan]) -> list[Table]:
     """Open partitions of the plans' tables; per table, partitions written and committed;
     per dimension joined, its READY partitions."""
-    tables = sorted({p.sink.table.lower() for p in plans if p.sink.write != "view"})
+    tables = sorted({t.lower() for p in plans for t in output_tables(p)})
     out = [_open_table(C.open_partitions(spark, tables) if tables else [])]
     log = C.read(spark).where(F.col("table").isin(tables)) if tables else None
     summary = Table(title="Tables", title_justify="left", box=box.SIMPLE_HEAD)
