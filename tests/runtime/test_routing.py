@@ -33,6 +33,7 @@ from pyspark.sql import functions as F
 from helpers import make_project
 from sqlflow.compiler import compile_project
 from sqlflow.context import Context
+from sqlflow.errors import SqlflowError
 from sqlflow.runtime import commitlog
 from sqlflow.runtime.compaction import compact
 from sqlflow.runtime.routing import DIRTY_REASON, last_report, run_routed_batch, run_routed_stream
@@ -237,7 +238,7 @@ def test_no_commit_while_a_target_of_the_hour_is_unwritten(spark, setup, hook, t
         if k == 0:
             raise RuntimeError("killed after the first target")
 
-    with pytest.raises(RuntimeError):
+    with pytest.raises(SqlflowError, match="killed after the first target"):
         run_routed_stream(s.stream, plan, end_of_input=False, between_targets=die)
     assert commits(spark, plan) == set() and not hook.posts
     assert not (Path(spark.sql(f"DESCRIBE DETAIL {plan.targets[live].sink.table}").collect()[0]["location"]

@@ -44,6 +44,7 @@ from sqlflow.runtime import commitlog
 from sqlflow.runtime import filebudget as FB
 from sqlflow.runtime import partition_commit as PC
 from sqlflow.runtime import quarantine as Q
+from sqlflow.runtime.batchfn import BatchFunction, query_failed
 from sqlflow.runtime.sinks import BatchId, WriteResult, _commit_actions, write
 
 AVAILABLE_NOW = "available-now"
@@ -162,7 +163,7 @@ def progress_table(plan: RoutedPlan) -> str:
     return f"{schema}__sqlflow_route__{plan.model}"
 
 
-class RouteBatch:
+class RouteBatch(BatchFunction):
     """The `foreachBatch` function of a routed group's query.
 
     `between_targets(k, batch_id)` is called after target k's write (hook for progress and
@@ -174,16 +175,8 @@ class RouteBatch:
         self.ctx, self.plan, self.app_id = ctx, plan, app_id
         self.on_batch, self.between_targets = on_batch, between_targets
         self.reports: list[RouteReport] = []
-        self.error: BaseException | None = None
         self._targets: _Targets | None = None
         self._state: tuple[int | None, set[str], set[str]] | None = None  # watermark, hours, committed
-
-    def __call__(self, df: DataFrame, batch_id: int) -> None:
-        try:
-            self._run(df, batch_id)
-        except BaseException as exc:  # kept: Spark wraps it in a StreamingQueryException
-            self.error = exc
-            raise
 
     def _run(self, df: DataFrame, batch_id: int) -> None:
         began = time.monotonic()
@@ -330,7 +323,7 @@ def start(ctx, plan: RoutedPlan, *, trigger: str = AVAILABLE_NOW,
                     f"routed group `{plan.model}`: target `{t.sink.table}` already has rows but the "
                     f"checkpoint `{checkpoint}` is new: a new query would write every row again",
                     location=Location(t.path),
-                    hint=f"drop the group's target tables to rebuild them, or restore the checkpoint")
+                    hint="drop the group's target tables to rebuild them, or restore the checkpoint")
         spark.sql(f"DROP TABLE IF EXISTS {progress_table(plan)}")
     b = plan.sources[0]
     reader = spark.readStream.format("delta")
@@ -361,10 +354,7 @@ def run_routed_stream(ctx, plan: RoutedPlan, *, trigger: str = AVAILABLE_NOW,
         query.stop()
         return fn.reports
     except Exception as exc:
-        if fn.error is not None and not isinstance(fn.error, KeyboardInterrupt):
-            raise fn.error from exc
-        raise SqlflowError(f"routed group `{plan.model}`: stream query failed: {str(exc)[:300]}",
-                           location=Location(plan.path), hint="run again to resume") from exc
+        raise query_failed(f"routed group `{plan.model}`", plan.path, fn.error, exc) from exc
     if trigger == AVAILABLE_NOW and end_of_input:
         fn.flush()
     return fn.reports
