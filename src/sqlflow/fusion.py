@@ -17,6 +17,13 @@ are fused; a group with a single selected member keeps its ordinary plan.
 | `notify_url`     | HTTP POST a JSON body to this URL once per committed partition       |
 | `notify_command` | run this shell command once per committed partition (env `SQLFLOW_*`) |
 | `bytes_per_row`  | cold-start size of a written row before Delta statistics exist (default 256B) |
+| `row_bytes`      | cold-start row sizes per sub-partition, e.g. `{"event_type=play": 900B}` (below) |
+
+`row_bytes` presets the size of a row of the sub-partitions it names (levels other than the
+date and hour, `level=value` joined by `/`, e.g. `event_type=play/product=app`): rows are
+counted exactly in each write, so a partition's share of the volume is known; what a cold start
+lacks is how large its rows are. A sub-partition the target's own Delta statistics have not yet
+seen uses its most specific preset, then the table's learned average, then `bytes_per_row`.
 """
 
 from __future__ import annotations
@@ -46,6 +53,16 @@ class RoutingConfig(BaseModel):
     notify_url: str | None = None
     notify_command: str | None = None
     bytes_per_row: ByteSize = 256
+    row_bytes: dict[str, ByteSize] = Field(default_factory=dict)
+
+    @field_validator("row_bytes")
+    @classmethod
+    def _specs(cls, value: dict[str, int]) -> dict[str, int]:
+        for key in value:
+            if not key or any(part.count("=") != 1 or part.startswith("=") for part in key.split("/")):
+                raise ValueError(f"`{key}` is not a sub-partition like `event_type=play` or "
+                                 "`event_type=play/product=app`")
+        return value
 
     @field_validator("notify_url")
     @classmethod
@@ -163,6 +180,16 @@ def _routed_plan(result: Any, group: str, members: list[str],
                 Location(plan.path), f"add {cfg.commit_by} to its partition_by: a partition commit "
                                      "covers one (date, hour) partition"))
             return None
+        levels = {c.lower() for c in plan.sink.partition_by} - {c.lower() for c in cfg.commit_by}
+        unknown = sorted({part.split("=", 1)[0] for key in cfg.row_bytes for part in key.split("/")
+                          if part.split("=", 1)[0].lower() not in levels})
+        if unknown:
+            result.diagnostics.append(Diagnostic(
+                f"routed model `{name}`: `routing.row_bytes` names level(s) {', '.join(unknown)}, "
+                "which are not its sub-partition levels", Location(plan.path),
+                f"use levels of its partition_by other than {', '.join(cfg.commit_by)}: "
+                f"{', '.join(sorted(levels)) or '(none)'}"))
+            return None
         targets.append(RouteTarget(name, plan.path, plan.sql, plan.sink,
                                    config.target_file_size or DEFAULT_TARGET_FILE_SIZE,
                                    config.max_files_per_partition))
@@ -174,6 +201,7 @@ def _routed_plan(result: Any, group: str, members: list[str],
         commit=RouteCommit(cfg.commit_by[0], cfg.commit_by[1], source.allowed_lateness_us,
                            cfg.success_marker, cfg.notify_url, cfg.notify_command),
         bytes_per_row=cfg.bytes_per_row,
+        row_bytes=tuple(sorted(cfg.row_bytes.items())),
         trigger=first.trigger if stream else "available-now",
         checkpoint=f"{STATE_DIR}/checkpoints/route__{group}" if stream else None,
         event_time=first.event_time,

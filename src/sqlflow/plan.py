@@ -289,6 +289,7 @@ class RoutedPlan:
     commit: RouteCommit
     bytes_per_row: int
     trigger: str = "available-now"
+    row_bytes: tuple[tuple[str, int], ...] = ()  # cold-start row size per sub-partition spec
     checkpoint: str | None = None
     event_time: str | None = None
     warnings: tuple[str, ...] = ()

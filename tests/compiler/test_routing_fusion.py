@@ -93,3 +93,39 @@ def test_the_demo_routes_user_events_into_six_department_tables():
     assert all(t.sink.partition_by == ("dt", "hour", "event_type", "product") for t in plan.targets)
     assert plan.sources[0].relation == "dw.stg_user_events"
     assert "stg_user_events" in result.plans  # the parent stays its own model
+
+
+def routed_with(tmp_path, routing):
+    yml = {"models": {"testproj": {"routed": {**PROJECT["models"]["testproj"]["routed"],
+                                              "+routing": {"group": "g", **routing}}}}}
+    return compile_project(project(tmp_path, project_yml=yml), mode="stream")
+
+
+def test_row_size_presets_reach_the_plan_and_bad_ones_name_the_level(tmp_path):
+    presets = {"event_type=play": "900B", "event_type=play/product=app": "1KB"}
+    result = routed_with(tmp_path / "ok", {"row_bytes": presets})
+    result.raise_if_errors()
+    assert result.plans["g"].row_bytes == (("event_type=play", 900), ("event_type=play/product=app", 1024))
+    bad = routed_with(tmp_path / "level", {"row_bytes": {"hour=3": "1KB"}})
+    assert any("`routing.row_bytes` names level(s) hour" in d.message and "event_type, product" in d.hint
+               for d in bad.errors)
+    shape = routed_with(tmp_path / "shape", {"row_bytes": {"play": "1KB"}})
+    assert any("row_bytes" in d.message and "`play` is not a sub-partition" in d.message for d in shape.errors)
+
+
+def test_a_partition_not_yet_seen_uses_its_most_specific_preset():
+    from sqlflow.runtime.filebudget import SizeModel, budgets
+
+    sizes = SizeModel(100.0, ("dt", "hour"), presets={"event_type=play": 1000.0,
+                                                      "event_type=play/product=app": 2000.0})
+    spec = "dt=2026-11-01/hour=10/event_type={}/product={}"
+    assert sizes.per_row(spec.format("play", "app")) == 2000.0  # the most specific key
+    assert sizes.per_row(spec.format("play", "web")) == 1000.0
+    assert sizes.per_row(spec.format("pv", "app")) == 100.0  # no preset: bytes_per_row
+    sizes.learn(spec.format("pv", "web"), 5000, 10)  # the table's statistics: 500 B a row
+    assert sizes.per_row(spec.format("pv", "app")) == 500.0  # learned table average
+    assert sizes.per_row(spec.format("play", "web")) == 1000.0  # preset beats the average
+    sizes.learn(spec.format("play", "web"), 3000, 10)
+    assert sizes.per_row(spec.format("play", "web")) == 300.0  # its own statistics win
+    plan = budgets({spec.format("play", "app"): 1000}, sizes, 1_000_000, None)
+    assert plan[spec.format("play", "app")].files == 2  # 1000 rows x 2000 B / 1 MB

@@ -5,8 +5,9 @@ For each write the runtime counts the rows each partition gets (one aggregation 
 cached micro-batch or backfill input) and estimates its bytes as rows x bytes-per-row, where
 bytes-per-row is learned from the target's own Delta file statistics (`size` / `numRecords` of
 the `add` actions of its recent commits), per sub-partition (the partition without its date
-and hour, e.g. `event_type=pv/product=app`: payload sizes differ by tag), else for the whole
-table, else the group's preset `bytes_per_row` (cold start). The rows are then repartitioned
+and hour, e.g. `event_type=pv/product=app`: payload sizes differ by tag), else the group's
+most specific preset for that sub-partition (`routing.row_bytes`, cold start), else for the
+whole table, else the group's preset `bytes_per_row` (cold start). The rows are then repartitioned
 by the partition columns plus a salt in `[0, budget)`, so each partition is written by at most
 `budget` tasks, i.e. at most `budget` files.
 """
@@ -40,12 +41,14 @@ def sub_key(spec: str, skip: tuple[str, ...]) -> str:
 
 @dataclass
 class SizeModel:
-    """Bytes per row, learned per sub-partition and for the whole table from Delta `add`s."""
+    """Bytes per row, learned per sub-partition and for the whole table from Delta `add`s;
+    `presets` (sub-partition spec -> bytes per row) answer for sub-partitions not yet seen."""
 
     default: float
     skip: tuple[str, ...]
     bytes: dict[str, int] = field(default_factory=dict)
     rows: dict[str, int] = field(default_factory=dict)
+    presets: dict[str, float] = field(default_factory=dict)
 
     def learn(self, spec: str, size: int, records: int | None) -> None:
         if not records:
@@ -55,10 +58,21 @@ class SizeModel:
             self.rows[key] = self.rows.get(key, 0) + records
 
     def per_row(self, spec: str) -> float:
-        for key in (sub_key(spec, self.skip), "*"):
-            if self.rows.get(key):
-                return self.bytes[key] / self.rows[key]
+        sub = sub_key(spec, self.skip)
+        if self.rows.get(sub):
+            return self.bytes[sub] / self.rows[sub]
+        preset = self.preset(sub)
+        if preset is not None:
+            return preset
+        if self.rows.get("*"):
+            return self.bytes["*"] / self.rows["*"]
         return self.default
+
+    def preset(self, sub: str) -> float | None:
+        """The preset of the most specific key whose every `level=value` is in `sub`."""
+        have = {p.lower() for p in sub.split("/")}
+        keys = [k for k in self.presets if {p.lower() for p in k.split("/")} <= have]
+        return self.presets[max(keys, key=lambda k: k.count("/"))] if keys else None
 
 
 @dataclass(frozen=True)

@@ -122,7 +122,8 @@ class _Targets:
         skip = (plan.commit.date_column, plan.commit.hour_column)
         self.sizes = {}
         for t in plan.targets:
-            self.sizes[t.model] = FB.SizeModel(float(plan.bytes_per_row), skip)
+            self.sizes[t.model] = FB.SizeModel(float(plan.bytes_per_row), skip,
+                                               presets={k: float(v) for k, v in plan.row_bytes})
             FB.learn_from_log(spark, t.sink.table, t.sink.partition_by, self.sizes[t.model])
 
     def write(self, spark: SparkSession, t: RouteTarget, rows: DataFrame, *, sink: Sink | None = None,
