@@ -200,8 +200,8 @@ def test_stream_with_a_crash_between_targets_equals_the_batch_plan(spark, setup,
             append(spark, f"{s.ods}.events", chunk)
         try:
             run_routed_stream(s.stream, plan, end_of_input=False, between_targets=crash)
-        except RuntimeError:
-            assert crashed
+        except SqlflowError as exc:
+            assert crashed and "killed between target 1 and 2" in str(exc)
             run_routed_stream(s.stream, plan, end_of_input=False)  # the restart finishes the crashed batch
         runs += 1
     run_routed_stream(s.stream, plan, end_of_input=False)  # a restart with nothing new
