@@ -66,7 +66,8 @@ def bounds_cases():
     return imps, clicks
 
 
-@pytest.mark.parametrize("model,seed", [("left_samples", 3), ("right_samples", 4)])
+# right outer joins in random ingest-order splits: test_interval_contract (right x incremental)
+@pytest.mark.parametrize("model,seed", [("left_samples", 3)])
 def test_outer_join_with_random_splits_and_a_restart_equals_the_batch_plan(spark, setup, model, seed):
     s, rnd = setup, random.Random(seed)
     imps, clicks = edge_cases()

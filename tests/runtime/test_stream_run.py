@@ -45,7 +45,7 @@ def setup(spark, tmp_path, request):
 
 # --- tests ----------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("seed", [1, 2])
+@pytest.mark.parametrize("seed", [1])  # more orders and splits: test_interval_contract (verify)
 def test_random_order_and_splits_equal_the_batch_plan(spark, setup, seed):
     s, rnd = setup, random.Random(seed)
     imps, clicks = edge_cases()
