@@ -343,8 +343,9 @@ def run_routed_stream(ctx, plan: RoutedPlan, *, trigger: str = AVAILABLE_NOW,
                       on_batch: Callable[[RouteReport], None] | None = None,
                       between_targets: Callable[[int, int], None] | None = None,
                       end_of_input: bool = True) -> list[RouteReport]:
-    """Run the group's query until it stops; a failure in a micro-batch is re-raised as it was
-    raised (the checkpoint resumes it). An `available-now` run that ends by itself commits
+    """Run the group's query until it stops; a failure in a micro-batch is raised as a
+    SqlflowError (a SqlflowError as it was raised, anything else naming the group and its first
+    line: `batchfn.query_failed`; the checkpoint resumes it). An `available-now` run that ends by itself commits
     every open hour (`RouteBatch.flush`) unless `end_of_input` is False: a caller that feeds
     more input after this run (verify's rounds before the last, tests of the watermark rule)
     says so, and the run commits only what the watermark closed, like a continuous query."""
