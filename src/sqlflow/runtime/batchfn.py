@@ -9,6 +9,10 @@ anything else."""
 
 from __future__ import annotations
 
+import time
+from contextlib import contextmanager
+from typing import Iterator
+
 from pyspark.sql import DataFrame
 
 from sqlflow.errors import Location, SqlflowError
@@ -40,3 +44,24 @@ def query_failed(what: str, path: str, error: BaseException | None, exc: BaseExc
     first = text.splitlines()[0][:300] if text else type(cause).__name__
     return SqlflowError(f"{what}: stream query failed: {first}", location=Location(path),
                         hint="run again to resume from the checkpoint; --debug shows Spark's error")
+
+
+class Phases:
+    """Wall time per phase of one micro-batch (`with phases("sink"): ...`), in the order the
+    phases first ran: the breakdown `bench/` prints. Spark is lazy, so a phase's time is that
+    of the jobs its actions ran (the sink write runs the join)."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {}
+
+    @contextmanager
+    def __call__(self, name: str) -> Iterator[None]:
+        began = time.monotonic()
+        try:
+            yield
+        finally:
+            self.seconds[name] = self.seconds.get(name, 0.0) + time.monotonic() - began
+
+    def items(self) -> tuple[tuple[str, float], ...]:
+        return tuple(self.seconds.items())
+

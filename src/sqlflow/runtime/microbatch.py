@@ -41,12 +41,12 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType, TimestampType
 
-from sqlflow.plan import Sink, SourceBinding, StreamPlan
+from sqlflow.plan import PruneRange, Sink, SourceBinding, StreamPlan
 from sqlflow.runtime import commitlog, padding
 from sqlflow.runtime import quarantine as Q
 from sqlflow.runtime import snapshot, state
 from sqlflow.runtime.analysis_errors import model_errors
-from sqlflow.runtime.batchfn import BatchFunction
+from sqlflow.runtime.batchfn import BatchFunction, Phases
 from sqlflow.runtime.sinks import BatchId, WriteResult, committed, table_version, write
 
 SIDE = "__side"
@@ -71,6 +71,7 @@ class BatchReport:
     kind: str = "batch"  # batch | flush | idle
     padded: int = 0
     dirty: tuple[tuple[str, str], ...] = ()  # (partition, reason)
+    phases: tuple[tuple[str, float], ...] = ()  # wall seconds per phase (`batchfn.Phases`)
 
     def line(self) -> str:
         note = " (replay: sink already written)" if self.replayed else ""
@@ -119,61 +120,74 @@ class MicroBatch(BatchFunction):
 
     def _batch(self, df: DataFrame, batch_id: int) -> None:
         began = time.monotonic()
-        spark, plan = df.sparkSession, self.plan
-        df = df.persist()
+        spark, plan, phase = df.sparkSession, self.plan, Phases()
+        # each input's rows, flat, cached: the filter on the envelope's side prunes the other
+        # inputs' branches (each input is read once), and a cache of flat columns is scanned
+        # far faster than one of the envelope's structs
+        sides = [df.where(F.col(SIDE) == k).select(f"{side_column(k)}.*").persist()
+                 for k in range(len(self.sides))]
         try:
-            counts = {r[SIDE]: r["count"] for r in df.groupBy(SIDE).count().collect()}
+            with phase("count"):
+                stats = self._stats(sides)
+            counts = stats.rows
             for k, b in enumerate(self.sides):
                 if counts.get(k):
                     self.last_rows[b.relation] = began
             clean, parts = {}, []
             for k, b in enumerate(self.sides):
-                rows = df.where(F.col(SIDE) == k).select(f"{side_column(k)}.*")
-                split = Q.split(rows, b, model=plan.model, origin=f"batch {batch_id}")
+                split = Q.split(sides[k], b, model=plan.model, origin=f"batch {batch_id}")
                 clean[b.relation] = split.clean
                 split.clean.createOrReplaceTempView(b.view)
                 parts.append(split.quarantine)
             app = self.app_id()
-            dims = snapshot.begin(spark, plan, BatchId(app, batch_id))  # pinned dimensions (2.3)
-            bad = reduce(DataFrame.unionByName, parts)
-            # over the cached batch: cheaper than an empty commit
-            reasons = {r["reason"]: r["count"] for r in bad.groupBy("reason").count().collect()}
+            with phase("dimensions"):
+                dims = snapshot.begin(spark, plan, BatchId(app, batch_id))  # pinned dimensions (2.3)
+            reasons = stats.reasons
             quarantined = sum(reasons.values())
             if quarantined:
-                q_sink = Sink(plan.quarantine, "append_once", Q.PARTITION_BY)
-                write(spark, q_sink, bad, batch=BatchId(f"{app}__quarantine", batch_id))
-            for b in self.sides:
-                if b.old_view:
-                    keep = self._prune(b, clean) if len(self.state_tables) == 2 else None
-                    old = state.older(spark, self.state_tables[b.relation],
-                                      self.schemas[b.relation], batch_id, keep)
-                    old.createOrReplaceTempView(b.old_view)
-            with model_errors(plan):  # Spark's analysis error at the model's line
+                with phase("quarantine"):
+                    q_sink = Sink(plan.quarantine, "append_once", Q.PARTITION_BY)
+                    write(spark, q_sink, reduce(DataFrame.unionByName, parts),
+                          batch=BatchId(f"{app}__quarantine", batch_id))
+            with phase("prune"):
+                for b in self.sides:
+                    if b.old_view:
+                        old = state.older(spark, self.state_tables[b.relation], self.schemas[b.relation],
+                                          batch_id, self._prune(b, stats.bounds))
+                        old.createOrReplaceTempView(b.old_view)
+            with phase("analyse"), model_errors(plan):  # Spark's analysis error at the model's line
                 rows = spark.sql(plan.sql)  # analysed now: the views may be rebound below
             now, pads, dirty = None, [], []
             if self.outer:
-                rows, now, pads, dirty = self._outer(spark, rows, batch_id, clean, counts)
-            out = write(spark, plan.sink, rows, batch=BatchId(app, batch_id))
+                with phase("padding"):
+                    rows, now, pads, dirty = self._outer(spark, rows, batch_id, clean, counts,
+                                                         stats.max_ingest)
+            with phase("sink"):
+                written = write(spark, plan.sink, rows, batch=BatchId(app, batch_id))
             if self.after_sink:
                 self.after_sink(batch_id)
-            for k, b in enumerate(self.sides):
-                if b.relation in self.state_tables and counts.get(k):
-                    state.append(spark, self.state_tables[b.relation], clean[b.relation], batch_id)
-            if now is not None:
-                padding.record(spark, self.progress, batch_id, 0, "batch", now)
+            with phase("state"):
+                for k, b in enumerate(self.sides):
+                    if b.relation in self.state_tables and counts.get(k):
+                        state.append(spark, self.state_tables[b.relation], clean[b.relation], batch_id,
+                                     indexed=_indexed(b))
+                if now is not None:
+                    padding.record(spark, self.progress, batch_id, 0, "batch", now)
             if self.after_state:
                 self.after_state(batch_id)
-            out = self._log(spark, out, BatchId(app, batch_id), dirty, dims=dims,
-                            inputs=self._offsets(batch_id), quarantined=quarantined,
-                            late=reasons.get("late", 0))
+            with phase("commit log"):
+                out = self._log(spark, written, BatchId(app, batch_id), dirty, dims=dims,
+                                inputs=self._offsets(batch_id), quarantined=quarantined,
+                                late=reasons.get("late", 0))
         finally:
-            df.unpersist()
+            for frame in sides:
+                frame.unpersist()
             self._drop_views(spark)
         padded_rows = sum(pads)
         report = BatchReport(
             plan.model, batch_id, tuple((b.relation, counts.get(k, 0)) for k, b in enumerate(self.sides)),
             out.rows, quarantined, out.skipped, time.monotonic() - began,
-            padded=padded_rows, dirty=tuple((p, r) for p, _, r in dirty))
+            padded=padded_rows, dirty=tuple((p, r) for p, _, r in dirty), phases=phase.items())
         self._report(report)
 
     def _report(self, report: BatchReport) -> None:
@@ -193,11 +207,12 @@ class MicroBatch(BatchFunction):
     # --- outer joins ------------------------------------------------------------------------------
 
     def _outer(self, spark: SparkSession, rows: DataFrame, batch_id: int,
-               clean: dict[str, DataFrame], counts: dict[int, int]):
+               clean: dict[str, DataFrame], counts: dict[int, int],
+               max_ingest: dict[str, int | None]):
         """The batch's rows plus the padded rows this step closes; the step's progress; the
         padded row counts; and the dirty partitions a new row reveals."""
         prev = padding.read_progress(spark, self.progress, before=(batch_id, 0))
-        now = padding.advance(prev, self.outer, self.sides, batch_id, self._max_ingest(clean))
+        now = padding.advance(prev, self.outer, self.sides, batch_id, max_ingest)
         index = {b.relation: k for k, b in enumerate(self.sides)}
         dirty = []
         for side in self.outer:
@@ -219,16 +234,46 @@ class MicroBatch(BatchFunction):
             frames.append(pad)
         return reduce(DataFrame.unionByName, frames), now, pads, dirty
 
-    def _max_ingest(self, clean: dict[str, DataFrame]) -> dict[str, int | None]:
-        """Each input's max ingest time (µs) over its clean new rows, in one Spark job."""
-        parts = [clean[b.relation].select(
-            F.lit(b.relation).alias("relation"),
-            F.unix_micros(Q.event_times(clean[b.relation], b, model=self.plan.model).ingest).alias("us"))
-            for b in self.sides if b.ingest_time]
-        if not parts:
-            return {}
-        rows = reduce(DataFrame.unionByName, parts).groupBy("relation").agg(F.max("us")).collect()
-        return {r[0]: r[1] for r in rows}
+    def _stats(self, sides: list[DataFrame]) -> "Stats":
+        """What the step needs to know about its new rows, in ONE Spark job over the cached
+        batch: rows per input, quarantine reasons, the event-time range of each prune range's
+        other side and each input's max ingest time (both over clean rows)."""
+        ranges = self._ranges()
+        frames = []
+        for k, b in enumerate(self.sides):
+            rows = sides[k]
+            times = Q.event_times(rows, b, model=self.plan.model)
+            columns = [F.lit(k).alias("side"), Q.reason_of(times, b).alias("reason"),
+                       F.unix_micros(times.ingest).alias("ingest")]
+            columns += [(_micros(rows, r.other_column) if r.other == b.relation
+                         else F.lit(None).cast("bigint")).alias(f"t{j}") for j, r in enumerate(ranges)]
+            frames.append(rows.select(*columns))
+        aggs = [F.count(F.lit(1)).alias("n"), F.max("ingest").alias("ingest")]
+        for j in range(len(ranges)):
+            aggs += [F.min(f"t{j}").alias(f"low{j}"), F.max(f"t{j}").alias(f"high{j}")]
+        groups = reduce(DataFrame.unionByName, frames).groupBy("side", "reason").agg(*aggs).collect()
+        stats = Stats()
+        for g in groups:
+            k, n = g["side"], g["n"]
+            stats.rows[k] = stats.rows.get(k, 0) + n
+            if g["reason"] is not None:
+                stats.reasons[g["reason"]] = stats.reasons.get(g["reason"], 0) + n
+                continue
+            stats.max_ingest[self.sides[k].relation] = g["ingest"]
+            for j, r in enumerate(ranges):
+                if r.other == self.sides[k].relation and g[f"low{j}"] is not None:
+                    stats.bounds[r] = (g[f"low{j}"], g[f"high{j}"])
+        for b in self.sides:
+            if b.ingest_time:
+                stats.max_ingest.setdefault(b.relation, None)
+        return stats
+
+    def _ranges(self) -> list[PruneRange]:
+        """The prune ranges in use: only for a model with one join of two streams (with more,
+        a range against one side would hide old rows another side's new rows need)."""
+        if len(self.state_tables) != 2:
+            return []
+        return [r for b in self.sides for r in b.prune]
 
     def _diverged(self, spark: SparkSession, side: padding.Side, batch_id: int,
                   new: DataFrame, prev: padding.Progress) -> list[tuple[str, int, str]]:
@@ -378,23 +423,37 @@ class MicroBatch(BatchFunction):
                 out[b.relation] = {"start": start[k] if k < len(start) else None, "end": end[k]}
         return out
 
-    def _prune(self, b: SourceBinding, clean: dict[str, DataFrame]) -> Column | None:
+    def _prune(self, b: SourceBinding, bounds: dict[PruneRange, tuple[int, int]]) -> Column | None:
         """Old rows of `b` that the other side's new rows can match: the OR of its prune
-        ranges (only used for a model with one join of two streams; with more, a range
-        against one side would hide old rows another side's new rows need)."""
-        if not b.prune:
+        ranges over the other side's event-time range (`bounds`, from `_stats`); None: no
+        pruning."""
+        if not b.prune or len(self.state_tables) != 2:
             return None
         keep = F.lit(False)
         for r in b.prune:
-            other = clean[r.other]
-            t = _micros(other, r.other_column)
-            low, high = other.agg(F.min(t), F.max(t)).collect()[0]
-            if low is None:
+            if r not in bounds:
                 continue  # no new rows on the other side: nothing to match
+            low, high = bounds[r]
             column = _as_timestamp(self.schemas[b.relation], r.column)
             keep = keep | column.between(F.timestamp_micros(F.lit(low + r.lower_us)),
                                          F.timestamp_micros(F.lit(high + r.upper_us)))
         return keep
+
+
+@dataclass
+class Stats:
+    """`MicroBatch._stats`: rows per input index, quarantine rows per reason, (min, max) µs of
+    each prune range's other side, max ingest µs per input (clean rows; None: no rows)."""
+
+    rows: dict[int, int] = dataclasses.field(default_factory=dict)
+    reasons: dict[str, int] = dataclasses.field(default_factory=dict)
+    bounds: dict[PruneRange, tuple[int, int]] = dataclasses.field(default_factory=dict)
+    max_ingest: dict[str, int | None] = dataclasses.field(default_factory=dict)
+
+
+def _indexed(b: SourceBinding) -> tuple[str, ...]:
+    """The columns of `b`'s state rows that are filtered on: its event time, its prune columns."""
+    return tuple(c for c in (b.event_time, *(r.column for r in b.prune)) if c)
 
 
 def _offset_lines(checkpoint: Path, batch_id: int) -> list[dict | None]:

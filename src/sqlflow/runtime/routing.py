@@ -132,7 +132,8 @@ class _Targets:
         counts = FB.count_rows(rows, sink.partition_by)
         plan = FB.budgets(counts, self.sizes[t.model], t.target_file_size, t.max_files)
         shaped = FB.shape(rows, sink.partition_by, plan)
-        result = write(spark, sink, shaped, batch=batch, replace_where=replace_where)
+        result = write(spark, sink, shaped, batch=batch, replace_where=replace_where,
+                       optimize_write=False)  # `shaped` is already binned by the file budget
         sizes: dict[str, list[int]] = {}
         if result.version is not None:
             for kind, action in _commit_actions(spark, sink.table, result.version):

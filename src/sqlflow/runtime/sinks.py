@@ -38,8 +38,9 @@ class PartitionWrite:
 
     @property
     def spec(self) -> str:
-        """`dt=2026-11-01/hour=00`, the Hive-style path of the partition."""
-        return "/".join(f"{k}={v}" for k, v in self.values)
+        """`dt=2026-11-01/hour=00`, the Hive-style path of the partition; a NULL value is empty
+        (`dt=`), as in `commitlog.partition_spec` and `filebudget.partition_key`."""
+        return "/".join(f"{k}={'' if v is None else v}" for k, v in self.values)
 
 
 @dataclass(frozen=True)
@@ -65,8 +66,15 @@ class BatchId:
 
 
 def write(spark: SparkSession, sink: Sink, rows: DataFrame | None = None, *, sql: str | None = None,
-          replace_where: str | None = None, batch: BatchId | None = None) -> WriteResult:
-    """Write `rows` (or, for a `view`, `sql`) to `sink` and say what was committed."""
+          replace_where: str | None = None, batch: BatchId | None = None,
+          optimize_write: bool = True) -> WriteResult:
+    """Write `rows` (or, for a `view`, `sql`) to `sink` and say what was committed.
+
+    A partitioned table is written with Delta's optimized write (`optimize_write`): one shuffle
+    bins the rows by partition, so a write adds about one file per partition it touches instead
+    of one per partition per task, and costs less for it (each file is a Parquet footer and a
+    statistics pass). Routing shapes its own files and turns it off.
+    """
     if sink.write != "view" and sink.file_format != "delta":
         raise SqlflowError(f"table `{sink.table}` is configured as `{sink.file_format}`; sqlflow "
                            "writes Delta tables only", hint="set file_format='delta' in the model config")
@@ -78,55 +86,76 @@ def write(spark: SparkSession, sink: Sink, rows: DataFrame | None = None, *, sql
         return WriteResult(sink.table, "view")
     if rows is None:
         raise ValueError(f"a `{sink.write}` sink needs rows")
-    before = _existing_version(spark, sink)
+    detail = _existing(spark, sink)
+    # an idempotent append finds its own commit afterwards (its `txn` action): no version read before
+    before = None if detail is None or sink.write == "append_once" else table_version(spark, sink.table)
     try:
-        _dispatch(sink, rows, before is None, replace_where, batch)
+        _dispatch(sink, rows, detail is None, replace_where, batch,
+                  optimize_write and bool(sink.partition_by))
     except AnalysisException as exc:
         raise SqlflowError(f"cannot write `{sink.table}`: {str(exc).splitlines()[0]}",
                            hint="if the model's columns changed, drop the table "
                                 f"(`DROP TABLE {sink.table}`) and run again") from exc
     after = table_version(spark, sink.table)
-    if after is None or after == before:  # Delta made no commit: nothing to write, or a replay
-        return WriteResult(sink.table, sink.write, skipped=sink.write == "append_once")
-    return committed(spark, sink, after)
+    location = detail["location"] if detail is not None else None
+    if sink.write == "append_once":
+        actions = [] if after is None else _commit_actions(spark, sink.table, after, location)
+        if not any(kind == "txn" and a.get("appId") == batch.app_id
+                   and a.get("version") == batch.batch_id for kind, a in actions):
+            return WriteResult(sink.table, sink.write, skipped=True)  # a replay: Delta skipped it
+        return _result(sink, after, actions)
+    if after is None or after == before:  # Delta made no commit: nothing to write
+        return WriteResult(sink.table, sink.write)
+    return committed(spark, sink, after, location)
 
 
 def _dispatch(sink: Sink, rows: DataFrame, new: bool, replace_where: str | None,
-              batch: BatchId | None) -> None:
+              batch: BatchId | None, optimize: bool) -> None:
     table = sink.table
     if sink.write == "replace":
-        _create(rows, sink).createOrReplace()
+        _create(rows, sink, optimize).createOrReplace()
     elif sink.write == "overwrite_partitions":
         if new:
-            _create(rows, sink).create()
+            _create(rows, sink, optimize).create()
         elif replace_where:
-            rows.writeTo(table).overwrite(F.expr(replace_where))
+            _writer(rows, table, optimize).overwrite(F.expr(replace_where))
         else:
-            rows.writeTo(table).overwritePartitions()
+            _writer(rows, table, optimize).overwritePartitions()
     elif sink.write == "append_once":
         if batch is None:
             raise ValueError("an append_once write needs its BatchId")
         if new:
             _create(rows.limit(0), sink).create()
-        (rows.writeTo(table).option("txnAppId", batch.app_id)
+        (_writer(rows, table, optimize).option("txnAppId", batch.app_id)
          .option("txnVersion", str(batch.batch_id)).append())
     else:
         raise ValueError(f"unknown sink write `{sink.write}`")
 
 
-def _create(rows: DataFrame, sink: Sink):
-    writer = rows.writeTo(sink.table).using("delta")
+def _writer(rows: DataFrame, table: str, optimize: bool):
+    writer = rows.writeTo(table)
+    return writer.option("optimizeWrite", "true") if optimize else writer
+
+
+def _create(rows: DataFrame, sink: Sink, optimize: bool = False):
+    writer = _writer(rows, sink.table, optimize).using("delta")
     if sink.partition_by:
         writer = writer.partitionedBy(*[F.col(c) for c in sink.partition_by])
     return writer
 
 
-def committed(spark: SparkSession, sink: Sink, version: int) -> WriteResult:
+def committed(spark: SparkSession, sink: Sink, version: int, location: str | None = None) -> WriteResult:
     """The WriteResult of Delta commit `version` of the sink's table, read from its log: rows
     and files added, and every partition the commit added to or removed from."""
+    return _result(sink, version, _commit_actions(spark, sink.table, version, location))
+
+
+def _result(sink: Sink, version: int, actions: list[tuple[str, dict]]) -> WriteResult:
     rows: dict[tuple, int | None] = {}
     files: dict[tuple, int] = {}
-    for kind, action in _commit_actions(spark, sink.table, version):
+    for kind, action in actions:
+        if kind not in ("add", "remove"):
+            continue
         values = action.get("partitionValues") or {}
         key = tuple((c, values.get(c)) for c in sink.partition_by)
         rows.setdefault(key, 0)
@@ -141,9 +170,12 @@ def committed(spark: SparkSession, sink: Sink, version: int) -> WriteResult:
                        partitions=partitions)
 
 
-def _commit_actions(spark: SparkSession, table: str, version: int) -> list[tuple[str, dict]]:
-    """The data-changing add and remove actions of one commit, from `_delta_log/<v>.json`."""
-    location = spark.sql(f"DESCRIBE DETAIL {quote(table)}").collect()[0]["location"]
+def _commit_actions(spark: SparkSession, table: str, version: int,
+                    location: str | None = None) -> list[tuple[str, dict]]:
+    """The data-changing add and remove actions of one commit, and its `txn` action, from
+    `_delta_log/<v>.json` (`location`: the table's folder, looked up when not given)."""
+    if location is None:
+        location = spark.sql(f"DESCRIBE DETAIL {quote(table)}").collect()[0]["location"]
     lines = spark.read.text(f"{location.rstrip('/')}/_delta_log/{version:020d}.json").collect()
     out = []
     for line in lines:
@@ -151,6 +183,8 @@ def _commit_actions(spark: SparkSession, table: str, version: int) -> list[tuple
         for kind in ("add", "remove"):
             if kind in action and action[kind].get("dataChange", True):
                 out.append((kind, action[kind]))
+        if "txn" in action:
+            out.append(("txn", action["txn"]))
     return out
 
 
@@ -169,9 +203,9 @@ def table_version(spark: SparkSession, table: str) -> int | None:
         return None
 
 
-def _existing_version(spark: SparkSession, sink: Sink) -> int | None:
-    """The table's Delta version before a write (None: not there yet); refuses a table that is
-    not Delta, or is partitioned differently from the sink (unless the write replaces it)."""
+def _existing(spark: SparkSession, sink: Sink):
+    """The table's `DESCRIBE DETAIL` row before a write (None: not there yet); refuses a table
+    that is not Delta, or is partitioned differently from the sink (unless the write replaces it)."""
     if not spark.catalog.tableExists(sink.table):
         return None
     detail = spark.sql(f"DESCRIBE DETAIL {quote(sink.table)}").collect()[0]
@@ -185,7 +219,7 @@ def _existing_version(spark: SparkSession, sink: Sink) -> int | None:
             f"({', '.join(sink.partition_by)})",
             hint=f"drop the table (`DROP TABLE {sink.table}`) and run the model again, "
                  "or restore its partition_by")
-    return table_version(spark, sink.table)
+    return detail
 
 
 def _ensure_database(spark: SparkSession, table: str) -> None:
