@@ -127,7 +127,7 @@ class MicroBatch(BatchFunction):
         sides = [df.where(F.col(SIDE) == k).select(f"{side_column(k)}.*").persist()
                  for k in range(len(self.sides))]
         try:
-            with phase("count"):
+            with phase("stats"):
                 stats = self._stats(sides)
             counts = stats.rows
             for k, b in enumerate(self.sides):
