@@ -87,8 +87,7 @@ def write(spark: SparkSession, sink: Sink, rows: DataFrame | None = None, *, sql
     if rows is None:
         raise ValueError(f"a `{sink.write}` sink needs rows")
     detail = _existing(spark, sink)
-    # an idempotent append finds its own commit afterwards (its `txn` action): no version read before
-    before = None if detail is None or sink.write == "append_once" else table_version(spark, sink.table)
+    before = None if detail is None else table_version(spark, sink.table)
     try:
         _dispatch(sink, rows, detail is None, replace_where, batch,
                   optimize_write and bool(sink.partition_by))
@@ -97,16 +96,9 @@ def write(spark: SparkSession, sink: Sink, rows: DataFrame | None = None, *, sql
                            hint="if the model's columns changed, drop the table "
                                 f"(`DROP TABLE {sink.table}`) and run again") from exc
     after = table_version(spark, sink.table)
-    location = detail["location"] if detail is not None else None
-    if sink.write == "append_once":
-        actions = [] if after is None else _commit_actions(spark, sink.table, after, location)
-        if not any(kind == "txn" and a.get("appId") == batch.app_id
-                   and a.get("version") == batch.batch_id for kind, a in actions):
-            return WriteResult(sink.table, sink.write, skipped=True)  # a replay: Delta skipped it
-        return _result(sink, after, actions)
-    if after is None or after == before:  # Delta made no commit: nothing to write
-        return WriteResult(sink.table, sink.write)
-    return committed(spark, sink, after, location)
+    if after is None or after == before:  # Delta made no commit: nothing to write, or a replay
+        return WriteResult(sink.table, sink.write, skipped=sink.write == "append_once")
+    return committed(spark, sink, after, detail["location"] if detail is not None else None)
 
 
 def _dispatch(sink: Sink, rows: DataFrame, new: bool, replace_where: str | None,
@@ -154,8 +146,6 @@ def _result(sink: Sink, version: int, actions: list[tuple[str, dict]]) -> WriteR
     rows: dict[tuple, int | None] = {}
     files: dict[tuple, int] = {}
     for kind, action in actions:
-        if kind not in ("add", "remove"):
-            continue
         values = action.get("partitionValues") or {}
         key = tuple((c, values.get(c)) for c in sink.partition_by)
         rows.setdefault(key, 0)
@@ -172,8 +162,8 @@ def _result(sink: Sink, version: int, actions: list[tuple[str, dict]]) -> WriteR
 
 def _commit_actions(spark: SparkSession, table: str, version: int,
                     location: str | None = None) -> list[tuple[str, dict]]:
-    """The data-changing add and remove actions of one commit, and its `txn` action, from
-    `_delta_log/<v>.json` (`location`: the table's folder, looked up when not given)."""
+    """The data-changing add and remove actions of one commit, from `_delta_log/<v>.json`
+    (`location`: the table's folder, looked up when not given)."""
     if location is None:
         location = spark.sql(f"DESCRIBE DETAIL {quote(table)}").collect()[0]["location"]
     lines = spark.read.text(f"{location.rstrip('/')}/_delta_log/{version:020d}.json").collect()
@@ -183,8 +173,6 @@ def _commit_actions(spark: SparkSession, table: str, version: int,
         for kind in ("add", "remove"):
             if kind in action and action[kind].get("dataChange", True):
                 out.append((kind, action[kind]))
-        if "txn" in action:
-            out.append(("txn", action["txn"]))
     return out
 
 
