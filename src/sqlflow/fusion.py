@@ -192,7 +192,7 @@ def _routed_plan(result: Any, group: str, members: list[str],
             return None
         targets.append(RouteTarget(name, plan.path, plan.sql, plan.sink,
                                    config.target_file_size or DEFAULT_TARGET_FILE_SIZE,
-                                   config.max_files_per_partition))
+                                   config.max_files_per_partition, source_map=plan.source_map))
     stream = isinstance(first, StreamPlan)
     return RoutedPlan(
         model=group, path=first.path, materialized=first.materialized, mode=result.mode,

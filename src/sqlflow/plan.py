@@ -187,9 +187,20 @@ Plan = BatchPlan | StreamPlan
 
 
 def _to_dict(plan: Any) -> dict[str, Any]:
-    skip = {f.name: None for f in dataclasses.fields(plan) if f.metadata.get("runtime_only")}
-    data = dataclasses.asdict(dataclasses.replace(plan, **skip) if skip else plan)
-    return {"kind": type(plan).__name__, **{k: v for k, v in data.items() if k not in skip}}
+    return {"kind": type(plan).__name__, **_fields(plan)}
+
+
+def _fields(value: Any) -> Any:
+    """`dataclasses.asdict` without the runtime-only fields, at every level (a routed plan's
+    targets carry source maps too)."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: _fields(getattr(value, f.name)) for f in dataclasses.fields(value)
+                if not f.metadata.get("runtime_only")}
+    if isinstance(value, (list, tuple)):
+        return type(value)(_fields(v) for v in value)
+    if isinstance(value, dict):
+        return {k: _fields(v) for k, v in value.items()}
+    return value
 
 
 def spark_sql(tree: exp.Expression) -> str:
@@ -254,6 +265,7 @@ class RouteTarget:
     sink: Sink
     target_file_size: int
     max_files: int | None = None
+    source_map: SourceMap | None = source_map_field()
 
 
 @dataclass(frozen=True)

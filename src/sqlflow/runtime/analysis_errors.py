@@ -196,7 +196,13 @@ def analysis_error(exc: BaseException, plan: Any) -> SqlflowError | None:
     message, hint = explain(problem, word.group() if word else "")
     return SqlflowError(
         f"model `{plan.model}`: {message}", location=where,
-        hint=f"{hint} (Spark [{problem.condition}] on target/sqlflow/{plan.mode}/{plan.model}.sql)")
+        hint=f"{hint} (Spark [{problem.condition}] on {_artifact(plan)})")
+
+
+def _artifact(plan: Any) -> str:
+    """Where `sqlflow compile` wrote the SQL Spark analysed: the plan's own file, or for a
+    routed target its group's (`group` attribute)."""
+    return f"target/sqlflow/{plan.mode}/{getattr(plan, 'group', None) or plan.model}.sql"
 
 
 @contextmanager

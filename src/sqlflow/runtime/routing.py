@@ -40,10 +40,12 @@ from pyspark.sql import functions as F
 
 from sqlflow.errors import Location, SqlflowError
 from sqlflow.plan import RoutedPlan, RouteTarget, Sink
+from sqlflow.sourcemap import SourceMap
 from sqlflow.runtime import commitlog
 from sqlflow.runtime import filebudget as FB
 from sqlflow.runtime import partition_commit as PC
 from sqlflow.runtime import quarantine as Q
+from sqlflow.runtime.analysis_errors import model_errors
 from sqlflow.runtime.batchfn import BatchFunction, query_failed
 from sqlflow.runtime.sinks import BatchId, WriteResult, _commit_actions, write
 
@@ -114,6 +116,24 @@ class RouteReport:
 
 
 # --- shared: write one target ---------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class _TargetSql:
+    """What `analysis_errors` needs of a routed target to name its model line."""
+
+    model: str
+    sql: str
+    mode: str
+    group: str  # the group's plan file holds the target's SQL
+    source_map: SourceMap | None
+
+
+def target_rows(spark: SparkSession, plan: RoutedPlan, t: RouteTarget) -> DataFrame:
+    """The target's rows over the group's input view; Spark's analysis error of its SQL is
+    reported at the target model's line."""
+    with model_errors(_TargetSql(t.model, t.sql, plan.mode, plan.model, t.source_map)):
+        return spark.sql(t.sql)
+
 
 class _Targets:
     """Per-target size models (learned once from Delta, then from each commit) and writes."""
@@ -197,7 +217,7 @@ class RouteBatch(BatchFunction):
             writes, hours, reached = [], set(), []
             for k, t in enumerate(plan.targets):
                 target_batch = BatchId(f"{app}::{t.model}", batch_id)
-                _, tw, counts = self._targets.write(spark, t, spark.sql(t.sql), batch=target_batch)
+                _, tw, counts = self._targets.write(spark, t, target_rows(spark, plan, t), batch=target_batch)
                 commitlog.append(spark, [
                     commitlog.Entry(t.sink.table, spec, "write", "stream", t.model, run_id=app,
                                     batch_id=batch_id, rows=n) for spec, n in sorted(counts.items())],
@@ -391,7 +411,7 @@ def run_routed_batch(ctx, plan: RoutedPlan, *, start: date | None = None, end: d
         counts_q = _count_quarantine(spark, plan.quarantine, dates)
         targets = _Targets(spark, plan)
         for t in plan.targets:
-            out = spark.sql(t.sql)
+            out = target_rows(spark, plan, t)
             where = None
             if dates is not None:
                 where = range_predicate(out, t.sink.partition_by[0], dates, model=t.model)
