@@ -1,7 +1,9 @@
 """One micro-batch of an `incremental` stream plan (DESIGN 2.9), run inside `foreachBatch`.
 
 The query's rows arrive in one envelope (`__side` = the input's index, `__s<k>` = the row of
-input k as a struct, NULL for the others: see `sqlflow.runtime.stream`). For batch id `b`:
+input k as a struct, NULL for the others: see `sqlflow.runtime.stream`). Each input's rows
+are cached flat, and ONE aggregation over them gives what the step needs to know of its new
+rows (rows per input, quarantine reasons, prune ranges, ingest frontiers). For batch id `b`:
 
 1. split each input's new rows by the quarantine rule (origin `batch <b>`) and append the
    quarantine rows to `<model>__quarantine`, idempotent per batch id;
