@@ -29,6 +29,21 @@ sqlflow:
 """
 
 
+def events_sources_yml(ods_schema: str) -> str:
+    """One user-event source `ods.events` (10 min lateness, 5 min future tolerance): the input
+    of the routed-group tests."""
+    return f"""\
+version: 2
+sources:
+  - name: ods
+    schema: {ods_schema}
+    tables:
+      - name: events
+        meta:
+          sqlflow: {{event_time: event_ts, ingest_time: ingest_ts, allowed_lateness: 10 minutes, future_tolerance: 5 minutes}}
+"""
+
+
 def ad_sources_yml(ods_schema: str = "ods", dim_schema: str = "dim") -> str:
     """Two ad event sources (10 min lateness, 5 min future tolerance) and a dimension: the
     sources most compiler and runtime tests need."""

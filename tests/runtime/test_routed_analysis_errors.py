@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import make_project
+from helpers import events_sources_yml, make_project
 from sqlflow.compiler import compile_project
 from sqlflow.context import Context
 from sqlflow.errors import Location, SqlflowError
@@ -39,16 +39,7 @@ def ctx(spark, tmp_path_factory):
         models={"routed/r_main.sql": "{{ route_to(source('ods', 'events'), 'main', "
                                      "columns=['event_id', 'spmid', 'event_ts']) }}",
                 "routed/r_bad.sql": BAD},
-        yml={"sources.yml": f"""\
-version: 2
-sources:
-  - name: ods
-    schema: {ODS}
-    tables:
-      - name: events
-        meta:
-          sqlflow: {{event_time: event_ts, ingest_time: ingest_ts, allowed_lateness: 10 minutes, future_tolerance: 5 minutes}}
-"""},
+        yml={"sources.yml": events_sources_yml(ODS)},
         macros={"route.sql": (ROOT / "macros" / "route.sql").read_text()},
         project_yml={"models": {"testproj": {"routed": {
             "+materialized": "streaming_table", "+partition_by": ["dt", "hour", "event_type", "product"],

@@ -30,7 +30,7 @@ from pathlib import Path
 import pytest
 from pyspark.sql import functions as F
 
-from helpers import make_project
+from helpers import events_sources_yml, make_project
 from sqlflow.compiler import compile_project
 from sqlflow.context import Context
 from sqlflow.errors import SqlflowError
@@ -106,16 +106,7 @@ def setup(spark, tmp_path, request, hook):
             tmp_path / mode,
             models={f"routed/r_{d}.sql": f"{{{{ route_to(source('ods', 'events'), '{d}', "
                                          f"columns=['event_id', 'spmid', 'event_ts']) }}}}" for d in DEPTS},
-            yml={"sources.yml": f"""\
-version: 2
-sources:
-  - name: ods
-    schema: {ods}
-    tables:
-      - name: events
-        meta:
-          sqlflow: {{event_time: event_ts, ingest_time: ingest_ts, allowed_lateness: 10 minutes, future_tolerance: 5 minutes}}
-"""},
+            yml={"sources.yml": events_sources_yml(ods)},
             macros={"route.sql": (ROOT / "macros" / "route.sql").read_text()},
             project_yml={"models": {"testproj": {"routed": {
                 "+materialized": "streaming_table", "+partition_by": ["dt", "hour", "event_type", "product"],
