@@ -88,6 +88,20 @@ def test_append_once_skips_a_replayed_batch_id(spark):
         (1, "a", "2026-11-01"), (2, "b", "2026-11-01"), (3, "c", "2026-11-02"), (5, "e", "2026-11-02")]
 
 
+def test_a_partitioned_write_adds_one_file_per_partition_not_one_per_task(spark):
+    """Rows of two partitions spread over four tasks: Delta's optimized write bins them, so
+    the commit adds one file per partition (a plain write would add up to eight)."""
+    sink = Sink(f"{DB}.binned", "append_once", ("dt",))
+    rows = frame(spark, *[(k, "x", f"2026-11-0{1 + k % 2}") for k in range(40)]).repartition(4)
+    assert rows.rdd.getNumPartitions() == 4
+    result = write(spark, sink, rows, batch=BatchId("query-1", 0))
+    assert result.rows == 40
+    assert sorted((p.spec, p.rows, p.files) for p in result.partitions) == [
+        ("dt=2026-11-01", 20, 1), ("dt=2026-11-02", 20, 1)]
+    plain = write(spark, sink, rows, batch=BatchId("query-1", 1), optimize_write=False)
+    assert plain.files > 2  # the baseline: without it, each task writes its own file per partition
+
+
 def test_replace_rewrites_rows_and_schema(spark):
     sink = Sink(f"{DB}.replaced", "replace")
     write(spark, sink, frame(spark, (1, "a", "2026-11-01"), (2, "b", "2026-11-02")))
