@@ -29,36 +29,25 @@ sqlflow:
 """
 
 
+def ods_sources_yml(ods_schema: str, **event_times: str) -> str:
+    """A source `ods` in `ods_schema` whose tables (name=event-time column) have ingest time
+    `ingest_ts`, 10 min lateness and 5 min future tolerance."""
+    tables = "".join(
+        f"      - name: {name}\n        meta:\n          sqlflow: {{event_time: {column}, "
+        "ingest_time: ingest_ts, allowed_lateness: 10 minutes, future_tolerance: 5 minutes}\n"
+        for name, column in event_times.items())
+    return f"version: 2\nsources:\n  - name: ods\n    schema: {ods_schema}\n    tables:\n{tables}"
+
+
 def events_sources_yml(ods_schema: str) -> str:
-    """One user-event source `ods.events` (10 min lateness, 5 min future tolerance): the input
-    of the routed-group tests."""
-    return f"""\
-version: 2
-sources:
-  - name: ods
-    schema: {ods_schema}
-    tables:
-      - name: events
-        meta:
-          sqlflow: {{event_time: event_ts, ingest_time: ingest_ts, allowed_lateness: 10 minutes, future_tolerance: 5 minutes}}
-"""
+    """One user-event source `ods.events`: the input of the routed-group tests."""
+    return ods_sources_yml(ods_schema, events="event_ts")
 
 
 def ad_sources_yml(ods_schema: str = "ods", dim_schema: str = "dim") -> str:
     """Two ad event sources (10 min lateness, 5 min future tolerance) and a dimension: the
     sources most compiler and runtime tests need."""
-    return f"""\
-version: 2
-sources:
-  - name: ods
-    schema: {ods_schema}
-    tables:
-      - name: imps
-        meta:
-          sqlflow: {{event_time: imp_ts, ingest_time: ingest_ts, allowed_lateness: 10 minutes, future_tolerance: 5 minutes}}
-      - name: clicks
-        meta:
-          sqlflow: {{event_time: click_ts, ingest_time: ingest_ts, allowed_lateness: 10 minutes, future_tolerance: 5 minutes}}
+    return ods_sources_yml(ods_schema, imps="imp_ts", clicks="click_ts") + f"""\
   - name: dim
     schema: {dim_schema}
     tables:

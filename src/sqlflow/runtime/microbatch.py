@@ -429,7 +429,7 @@ class MicroBatch(BatchFunction):
         """Old rows of `b` that the other side's new rows can match: the OR of its prune
         ranges over the other side's event-time range (`bounds`, from `_stats`); None: no
         pruning."""
-        if not b.prune or len(self.state_tables) != 2:
+        if not b.prune or not self._ranges():  # one rule for when pruning applies
             return None
         keep = F.lit(False)
         for r in b.prune:

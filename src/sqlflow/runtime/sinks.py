@@ -139,13 +139,9 @@ def _create(rows: DataFrame, sink: Sink, optimize: bool = False):
 def committed(spark: SparkSession, sink: Sink, version: int, location: str | None = None) -> WriteResult:
     """The WriteResult of Delta commit `version` of the sink's table, read from its log: rows
     and files added, and every partition the commit added to or removed from."""
-    return _result(sink, version, _commit_actions(spark, sink.table, version, location))
-
-
-def _result(sink: Sink, version: int, actions: list[tuple[str, dict]]) -> WriteResult:
     rows: dict[tuple, int | None] = {}
     files: dict[tuple, int] = {}
-    for kind, action in actions:
+    for kind, action in _commit_actions(spark, sink.table, version, location):
         values = action.get("partitionValues") or {}
         key = tuple((c, values.get(c)) for c in sink.partition_by)
         rows.setdefault(key, 0)
