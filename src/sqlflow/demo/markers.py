@@ -21,9 +21,11 @@ def table_location(spark, table: str) -> str:
     `DESCRIBE DETAIL` reports the same path but first computes the table's size from its
     Delta snapshot, a 50-task job that costs seconds on two cores.
     """
-    for row in spark.sql(f"DESCRIBE TABLE EXTENDED {table}").collect():
-        if row["col_name"] == "Location":
-            return row["data_type"]
+    from sqlflow.runtime.deltalog import describe
+
+    location = describe(spark, table).location
+    if location:
+        return location
     raise SqlflowError(f"table `{table}` has no storage location in the catalog",
                        hint="ready markers need a table stored in a file system")
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from sqlflow.runtime.sinks import quote
+from sqlflow.runtime import deltalog
 
 SALT = "__sqlflow_salt"
 RECENT_COMMITS = 20
@@ -118,12 +118,13 @@ def learn_from_log(spark: SparkSession, table: str, partition_by: tuple[str, ...
     """Feed `sizes` the `add` actions of the table's last RECENT_COMMITS commits."""
     if not spark.catalog.tableExists(table):
         return
-    location = spark.sql(f"DESCRIBE DETAIL {quote(table)}").collect()[0]["location"].rstrip("/")
-    latest = int(spark.sql(f"DESCRIBE HISTORY {quote(table)} LIMIT 1").collect()[0]["version"])
-    paths = [f"{location}/_delta_log/{v:020d}.json"
-             for v in range(max(0, latest - RECENT_COMMITS + 1), latest + 1)]
-    for line in spark.read.text(paths).collect():
-        add = json.loads(line.value).get("add")
+    location = deltalog.describe(spark, table).location
+    latest = deltalog.latest_version(spark, table, location)
+    if latest is None:
+        return
+    versions = list(range(max(0, latest - RECENT_COMMITS + 1), latest + 1))
+    for _, action in deltalog.commit_actions(spark, location, versions):
+        add = action.get("add")
         if add and add.get("dataChange", True):
             learn_add(add, partition_by, sizes)
 

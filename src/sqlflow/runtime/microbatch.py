@@ -44,7 +44,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import StructType, TimestampType
 
 from sqlflow.plan import PruneRange, Sink, SourceBinding, StreamPlan
-from sqlflow.runtime import commitlog, padding
+from sqlflow.runtime import commitlog, deltalog, padding
 from sqlflow.runtime import quarantine as Q
 from sqlflow.runtime import snapshot, state
 from sqlflow.runtime.analysis_errors import model_errors
@@ -482,15 +482,12 @@ def _find_commit(spark: SparkSession, sink: Sink, batch: BatchId, look_back: int
     latest = table_version(spark, sink.table)
     if latest is None:
         return None
-    location = spark.sql(f"DESCRIBE DETAIL {sink.table}").collect()[0]["location"].rstrip("/")
-    paths = [f"{location}/_delta_log/{v:020d}.json" for v in range(max(0, latest - look_back + 1), latest + 1)]
-    lines = (spark.read.text(paths).withColumn("file", F.input_file_name())
-             .where(F.col("value").contains('"txn"') & F.col("value").contains(batch.app_id))
-             .collect())
-    for line in lines:
-        txn = json.loads(line["value"]).get("txn") or {}
+    location = deltalog.describe(spark, sink.table).location
+    versions = list(range(max(0, latest - look_back + 1), latest + 1))
+    for version, action in deltalog.commit_actions(spark, location, versions):
+        txn = action.get("txn") or {}
         if txn.get("appId") == batch.app_id and txn.get("version") == batch.batch_id:
-            return committed(spark, sink, int(line["file"].rsplit("/", 1)[-1].split(".")[0]))
+            return committed(spark, sink, version, location)
     return None
 
 

@@ -39,9 +39,9 @@ from pyspark.sql import functions as F
 
 from sqlflow.errors import SqlflowError
 from sqlflow.plan import RoutedPlan
-from sqlflow.runtime import commitlog
+from sqlflow.runtime import commitlog, deltalog
 from sqlflow.runtime.commitlog import Entry
-from sqlflow.runtime.sinks import BatchId, quote
+from sqlflow.runtime.sinks import BatchId
 
 NOTIFIED = "notified"
 
@@ -159,7 +159,7 @@ _LOCATIONS: dict[str, str] = {}
 def write_marker(spark: SparkSession, table: str, spec: str) -> None:
     """An empty `_SUCCESS` file in the partition's directory (created when it has no files)."""
     if table not in _LOCATIONS:
-        _LOCATIONS[table] = spark.sql(f"DESCRIBE DETAIL {quote(table)}").collect()[0]["location"]
+        _LOCATIONS[table] = deltalog.describe(spark, table).location
     location = _LOCATIONS[table].rstrip("/")
     jvm = spark.sparkContext._jvm
     path = jvm.org.apache.hadoop.fs.Path(f"{location}/{spec}/_SUCCESS")

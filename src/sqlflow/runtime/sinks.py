@@ -12,7 +12,8 @@ batch and stream): the commit log (DESIGN 2.5) appends its row there, from the W
 
 A table that does not exist is created (its database too), partitioned as the sink says, on
 the first write, even when the rows are empty. sqlflow assumes it is the only writer of its
-sink tables: the result is read from the Delta commit the write made.
+sink tables: the result is read from the Delta commit the write made (`sqlflow.runtime.deltalog`
+reads the log without a Spark job where it can).
 """
 
 from __future__ import annotations
@@ -26,6 +27,8 @@ from pyspark.sql import functions as F
 
 from sqlflow.errors import SqlflowError
 from sqlflow.plan import Sink
+from sqlflow.runtime import deltalog
+from sqlflow.runtime.deltalog import TableInfo, quote
 
 
 @dataclass(frozen=True)
@@ -86,19 +89,20 @@ def write(spark: SparkSession, sink: Sink, rows: DataFrame | None = None, *, sql
         return WriteResult(sink.table, "view")
     if rows is None:
         raise ValueError(f"a `{sink.write}` sink needs rows")
-    detail = _existing(spark, sink)
-    before = None if detail is None else table_version(spark, sink.table)
+    info = _existing(spark, sink)
+    before = None if info is None else deltalog.latest_version(spark, sink.table, info.location)
     try:
-        _dispatch(sink, rows, detail is None, replace_where, batch,
+        _dispatch(sink, rows, info is None, replace_where, batch,
                   optimize_write and bool(sink.partition_by))
     except AnalysisException as exc:
         raise SqlflowError(f"cannot write `{sink.table}`: {str(exc).splitlines()[0]}",
                            hint="if the model's columns changed, drop the table "
                                 f"(`DROP TABLE {sink.table}`) and run again") from exc
-    after = table_version(spark, sink.table)
+    location = info.location if info is not None else deltalog.describe(spark, sink.table).location
+    after = deltalog.latest_version(spark, sink.table, location)
     if after is None or after == before:  # Delta made no commit: nothing to write, or a replay
         return WriteResult(sink.table, sink.write, skipped=sink.write == "append_once")
-    return committed(spark, sink, after, detail["location"] if detail is not None else None)
+    return committed(spark, sink, after, location)
 
 
 def _dispatch(sink: Sink, rows: DataFrame, new: bool, replace_where: str | None,
@@ -161,11 +165,9 @@ def _commit_actions(spark: SparkSession, table: str, version: int,
     """The data-changing add and remove actions of one commit, from `_delta_log/<v>.json`
     (`location`: the table's folder, looked up when not given)."""
     if location is None:
-        location = spark.sql(f"DESCRIBE DETAIL {quote(table)}").collect()[0]["location"]
-    lines = spark.read.text(f"{location.rstrip('/')}/_delta_log/{version:020d}.json").collect()
+        location = deltalog.describe(spark, table).location
     out = []
-    for line in lines:
-        action = json.loads(line.value)
+    for _, action in deltalog.commit_actions(spark, location, [version]):
         for kind in ("add", "remove"):
             if kind in action and action[kind].get("dataChange", True):
                 out.append((kind, action[kind]))
@@ -179,24 +181,20 @@ def _records(add: dict) -> int | None:
 
 def table_version(spark: SparkSession, table: str) -> int | None:
     """The latest Delta version of `table`; None when it does not exist or is not Delta."""
-    if not spark.catalog.tableExists(table):
-        return None
-    try:
-        return int(spark.sql(f"DESCRIBE HISTORY {quote(table)} LIMIT 1").collect()[0]["version"])
-    except AnalysisException:
-        return None
+    return deltalog.latest_version(spark, table)
 
 
-def _existing(spark: SparkSession, sink: Sink):
-    """The table's `DESCRIBE DETAIL` row before a write (None: not there yet); refuses a table
-    that is not Delta, or is partitioned differently from the sink (unless the write replaces it)."""
+def _existing(spark: SparkSession, sink: Sink) -> TableInfo | None:
+    """The table as the catalog describes it before a write (None: not there yet); refuses a
+    table that is not Delta, or is partitioned differently from the sink (unless the write
+    replaces it)."""
     if not spark.catalog.tableExists(sink.table):
         return None
-    detail = spark.sql(f"DESCRIBE DETAIL {quote(sink.table)}").collect()[0]
-    if detail["format"] != "delta":
-        raise SqlflowError(f"table `{sink.table}` exists but is `{detail['format']}`, not Delta",
+    detail = deltalog.describe(spark, sink.table)
+    if detail.format != "delta":
+        raise SqlflowError(f"table `{sink.table}` exists but is `{detail.format or 'a view'}`, not Delta",
                            hint=f"drop it (`DROP TABLE {sink.table}`) and run again")
-    existing = tuple(detail["partitionColumns"] or ())
+    existing = detail.partition_columns
     if sink.write != "replace" and existing != sink.partition_by:
         raise SqlflowError(
             f"table `{sink.table}` is partitioned by ({', '.join(existing)}) but its model says "
@@ -209,8 +207,3 @@ def _existing(spark: SparkSession, sink: Sink):
 def _ensure_database(spark: SparkSession, table: str) -> None:
     if "." in table:
         spark.sql(f"CREATE DATABASE IF NOT EXISTS {quote(table.rsplit('.', 1)[0])}")
-
-
-def quote(name: str) -> str:
-    """`db.table` as a quoted Spark identifier: `` `db`.`table` ``."""
-    return ".".join(f"`{part.strip('`')}`" for part in name.split("."))

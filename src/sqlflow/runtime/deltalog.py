@@ -1,0 +1,120 @@
+"""What sqlflow reads of a Delta table's own log: its location, latest version and commits.
+
+Every sink write asks twice for the table's latest version and reads back the commit it made,
+so these look-ups sit on every micro-batch's path. Spark's answers are slow for it:
+`DESCRIBE DETAIL` first computes the table's size from its snapshot (a state reconstruction
+after every commit, 0.5-1 s on two cores), `DESCRIBE HISTORY` costs 0.2-0.5 s, and reading a
+commit file through `spark.read.text` is a Spark job. So:
+
+- `describe` reads the catalog (`DESCRIBE TABLE EXTENDED`: format, location, partition
+  columns), which touches no snapshot;
+- when the driver can see the table's folder (a `file:` location and a classic session; not
+  Spark Connect, whose server may be another machine), `latest_version` lists `_delta_log`
+  and `commit_actions` reads the commit file directly;
+- anywhere else (HDFS, object stores, Spark Connect) both ask Spark, as before.
+
+The newest `<version>.json` is always in `_delta_log` (log clean-up removes only files older
+than the newest checkpoint), and a commit is published by an atomic rename, so the listing
+sees a commit exactly when Delta does. A table with unpublished coordinated commits
+(`_delta_log/_staged_commits`) is asked through Spark.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from urllib.parse import unquote, urlparse
+
+from pyspark.errors import AnalysisException
+from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
+
+_PARTITIONS = "# Partition Information"
+_DETAILS = "# Detailed Table Information"
+
+
+@dataclass(frozen=True)
+class TableInfo:
+    """A table as the catalog describes it; `format` is lower case (`delta`, `parquet`, or ''
+    for a view)."""
+
+    format: str
+    location: str | None
+    partition_columns: tuple[str, ...]
+
+
+def describe(spark: SparkSession, table: str) -> TableInfo:
+    """The catalog's description of an existing `table` (no Delta snapshot is computed)."""
+    parts, details, section = [], {}, None
+    for row in spark.sql(f"DESCRIBE TABLE EXTENDED {quote(table)}").collect():
+        name, value = row["col_name"] or "", row["data_type"] or ""
+        if name.startswith("# "):
+            section = name if name in (_PARTITIONS, _DETAILS) else section
+            continue
+        if not name:
+            section = None
+        elif section == _PARTITIONS:
+            parts.append(name)
+        elif section == _DETAILS:
+            details[name] = value
+    return TableInfo(details.get("Provider", "").lower(), details.get("Location") or None, tuple(parts))
+
+
+def latest_version(spark: SparkSession, table: str, location: str | None = None) -> int | None:
+    """The latest Delta version of `table`; None when it does not exist or is not Delta.
+    `location`: the table's folder when the caller knows it (saves a catalog look-up)."""
+    if not spark.catalog.tableExists(table):
+        return None
+    if location is None:
+        info = describe(spark, table)
+        if info.format != "delta":
+            return None
+        location = info.location
+    log = _local_log(spark, location)
+    if log is not None:
+        versions = [int(n[:-5]) for n in os.listdir(log) if n.endswith(".json") and n[:-5].isdigit()]
+        if versions:
+            return max(versions)
+    try:
+        return int(spark.sql(f"DESCRIBE HISTORY {quote(table)} LIMIT 1").collect()[0]["version"])
+    except AnalysisException:
+        return None
+
+
+def commit_actions(spark: SparkSession, location: str, versions: list[int]) -> list[tuple[int, dict]]:
+    """Every action of the commits `versions` of the table at `location`, as `(version,
+    action)` in log order."""
+    log = _local_log(spark, location)
+    out: list[tuple[int, dict]] = []
+    if log is not None:
+        for v in versions:
+            with open(os.path.join(log, f"{v:020d}.json"), encoding="utf-8") as f:
+                out += [(v, json.loads(line)) for line in f if line.strip()]
+        return out
+    paths = [f"{location.rstrip('/')}/_delta_log/{v:020d}.json" for v in versions]
+    lines = spark.read.text(paths).withColumn("file", F.input_file_name()).collect()
+    for line in lines:
+        out.append((int(line["file"].rsplit("/", 1)[-1].split(".")[0]), json.loads(line["value"])))
+    return sorted(out, key=lambda va: va[0])  # stable: log order within a commit is kept
+
+
+def _local_log(spark: SparkSession, location: str | None) -> str | None:
+    """`<location>/_delta_log` as a local folder the driver can list, else None."""
+    if not location or type(spark).__module__.startswith("pyspark.sql.connect"):
+        return None
+    url = urlparse(location)
+    if url.scheme not in ("", "file"):
+        return None
+    log = os.path.join(unquote(url.path), "_delta_log")
+    if not os.path.isdir(log):
+        return None
+    staged = os.path.join(log, "_staged_commits")
+    if os.path.isdir(staged) and any(n.endswith(".json") for n in os.listdir(staged)):
+        return None
+    return log
+
+
+def quote(name: str) -> str:
+    """`db.table` as a quoted Spark identifier: `` `db`.`table` ``."""
+    return ".".join(f"`{part.strip('`')}`" for part in name.split("."))

@@ -1,0 +1,77 @@
+"""Reading a Delta table's own log (sqlflow.runtime.deltalog): the driver's direct reads of a
+local `_delta_log` must give exactly what Spark's own commands give."""
+
+from __future__ import annotations
+
+import pytest
+
+from sqlflow.runtime import deltalog
+
+pytestmark = pytest.mark.spark
+
+DB = "rt_deltalog"
+
+
+@pytest.fixture(scope="module", autouse=True)
+def database(spark):
+    spark.sql(f"DROP DATABASE IF EXISTS {DB} CASCADE")
+    spark.sql(f"CREATE DATABASE {DB}")
+    yield
+    spark.sql(f"DROP DATABASE IF EXISTS {DB} CASCADE")
+
+
+def history_version(spark, table):
+    return spark.sql(f"DESCRIBE HISTORY {table} LIMIT 1").collect()[0]["version"]
+
+
+def test_describe_reads_format_location_and_partitions_from_the_catalog(spark):
+    spark.sql(f"CREATE TABLE {DB}.parts (id BIGINT, dt STRING, hour STRING) USING delta "
+              "PARTITIONED BY (dt, hour)")
+    spark.sql(f"CREATE TABLE {DB}.plain (id BIGINT) USING parquet")
+    spark.sql(f"CREATE VIEW {DB}.v AS SELECT 1 AS id")
+    detail = spark.sql(f"DESCRIBE DETAIL {DB}.parts").collect()[0]
+
+    parts = deltalog.describe(spark, f"{DB}.parts")
+    assert (parts.format, parts.location, parts.partition_columns) == (
+        "delta", detail["location"], ("dt", "hour"))
+    plain = deltalog.describe(spark, f"{DB}.plain")
+    assert (plain.format, plain.partition_columns) == ("parquet", ())
+    assert deltalog.describe(spark, f"{DB}.v").format == ""
+    assert deltalog.latest_version(spark, f"{DB}.plain") is None
+    assert deltalog.latest_version(spark, f"{DB}.v") is None
+    assert deltalog.latest_version(spark, f"{DB}.missing") is None
+
+
+def test_latest_version_and_commits_match_what_spark_reads(spark, monkeypatch):
+    table = f"{DB}.log"
+    spark.sql(f"CREATE TABLE {table} (id BIGINT, dt STRING) USING delta PARTITIONED BY (dt)")
+    for i in range(3):
+        spark.createDataFrame([(i, f"2026-11-0{i + 1}")], "id long, dt string") \
+            .writeTo(table).option("txnAppId", "app").option("txnVersion", str(i)).append()
+    spark.sql(f"DELETE FROM {table} WHERE id = 0")
+    location = deltalog.describe(spark, table).location
+
+    local = (deltalog.latest_version(spark, table),
+             deltalog.commit_actions(spark, location, [1, 2, 4]))
+    assert local[0] == history_version(spark, table) == 4
+    assert [v for v, a in local[1] if "txn" in a] == [1, 2]
+    assert any("remove" in a for v, a in local[1] if v == 4)
+
+    # the path taken for remote storage and Spark Connect
+    monkeypatch.setattr(deltalog, "_local_log", lambda spark, location: None)
+    remote = (deltalog.latest_version(spark, table),
+              deltalog.commit_actions(spark, location, [1, 2, 4]))
+    assert remote == local
+
+
+def test_an_unpublished_coordinated_commit_sends_the_look_up_to_spark(spark, tmp_path):
+    table = f"{DB}.staged"
+    spark.sql(f"CREATE TABLE {table} (id BIGINT) USING delta")
+    location = deltalog.describe(spark, table).location
+    log = deltalog._local_log(spark, location)
+    assert log is not None
+    staged = tmp_path / "staged"  # a stand-in folder: never touch a real table's staged commits
+    (staged / "_delta_log" / "_staged_commits").mkdir(parents=True)
+    (staged / "_delta_log" / "_staged_commits" / "00000000000000000001.uuid.json").write_text("{}")
+    assert deltalog._local_log(spark, f"file:{staged}") is None
+    assert deltalog._local_log(spark, "s3a://bucket/table") is None
