@@ -36,6 +36,7 @@ def test_overwrite_partitions_replaces_exactly_the_partitions_computed(spark):
         0, 3, ["dt=2026-11-01", "dt=2026-11-02"])
     detail = spark.sql(f"DESCRIBE DETAIL {sink.table}").collect()[0]
     assert (detail["format"], detail["partitionColumns"]) == ("delta", ["dt"])
+    assert sum(p.bytes for p in first.partitions) == detail["sizeInBytes"] > 0  # the one commit's files
 
     second = write(spark, sink, frame(spark, (4, "d", "2026-11-02"), (5, "e", "2026-11-03")))
     assert table_rows(spark, sink.table) == [

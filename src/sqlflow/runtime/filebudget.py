@@ -126,13 +126,12 @@ def learn_from_log(spark: SparkSession, table: str, partition_by: tuple[str, ...
     for _, action in deltalog.commit_actions(spark, location, versions):
         add = action.get("add")
         if add and add.get("dataChange", True):
-            learn_add(add, partition_by, sizes)
+            _learn_add(add, partition_by, sizes)
 
 
-def learn_add(add: dict, partition_by: tuple[str, ...], sizes: SizeModel) -> tuple[str, int]:
-    """Learn from one `add` action; returns its (partition spec, bytes)."""
+def _learn_add(add: dict, partition_by: tuple[str, ...], sizes: SizeModel) -> None:
+    """Learn from one `add` action of the log (a write learns from its own `WriteResult`)."""
     values = add.get("partitionValues") or {}
     spec = "/".join(f"{c}={values.get(c) if values.get(c) is not None else ''}" for c in partition_by)
     stats = json.loads(add["stats"]) if add.get("stats") else {}
     sizes.learn(spec, int(add.get("size") or 0), stats.get("numRecords"))
-    return spec, int(add.get("size") or 0)

@@ -47,7 +47,7 @@ from sqlflow.runtime import partition_commit as PC
 from sqlflow.runtime import quarantine as Q
 from sqlflow.runtime.analysis_errors import model_errors
 from sqlflow.runtime.batchfn import BatchFunction, query_failed
-from sqlflow.runtime.sinks import BatchId, WriteResult, _commit_actions, write
+from sqlflow.runtime.sinks import BatchId, WriteResult, write
 
 AVAILABLE_NOW = "available-now"
 
@@ -154,14 +154,11 @@ class _Targets:
         shaped = FB.shape(rows, sink.partition_by, plan)
         result = write(spark, sink, shaped, batch=batch, replace_where=replace_where,
                        optimize_write=False)  # `shaped` is already binned by the file budget
-        sizes: dict[str, list[int]] = {}
-        if result.version is not None:
-            for kind, action in _commit_actions(spark, sink.table, result.version):
-                if kind == "add":
-                    spec, size = FB.learn_add(action, sink.partition_by, self.sizes[t.model])
-                    sizes.setdefault(spec, []).append(size)
-        parts = tuple(PartitionFiles(spec, b.rows, b.files, len(sizes.get(spec, [])),
-                                     sum(sizes.get(spec, [])))
+        written = {p.spec: p for p in result.partitions}  # what the commit added, per partition
+        for p in written.values():
+            self.sizes[t.model].learn(p.spec, p.bytes, p.rows)
+        parts = tuple(PartitionFiles(spec, b.rows, b.files, written[spec].files if spec in written else 0,
+                                     written[spec].bytes if spec in written else 0)
                       for spec, b in sorted(plan.items()))
         return result, TargetWrite(t.model, sink.table, sum(counts.values()), parts,
                                    result.skipped), counts

@@ -33,11 +33,13 @@ from sqlflow.runtime.deltalog import TableInfo, quote
 
 @dataclass(frozen=True)
 class PartitionWrite:
-    """One partition a write touched: its values, rows and files added (0 when emptied)."""
+    """One partition a write touched: its values, and the rows, files and bytes it added (0
+    when emptied)."""
 
     values: tuple[tuple[str, str | None], ...]
     rows: int | None
     files: int
+    bytes: int = 0
 
     @property
     def spec(self) -> str:
@@ -141,20 +143,23 @@ def _create(rows: DataFrame, sink: Sink, optimize: bool = False):
 
 
 def committed(spark: SparkSession, sink: Sink, version: int, location: str | None = None) -> WriteResult:
-    """The WriteResult of Delta commit `version` of the sink's table, read from its log: rows
-    and files added, and every partition the commit added to or removed from."""
+    """The WriteResult of Delta commit `version` of the sink's table, read from its log: rows,
+    files and bytes added, and every partition the commit added to or removed from."""
     rows: dict[tuple, int | None] = {}
     files: dict[tuple, int] = {}
+    sizes: dict[tuple, int] = {}
     for kind, action in _commit_actions(spark, sink.table, version, location):
         values = action.get("partitionValues") or {}
         key = tuple((c, values.get(c)) for c in sink.partition_by)
         rows.setdefault(key, 0)
         files.setdefault(key, 0)
+        sizes.setdefault(key, 0)
         if kind == "add":
             files[key] += 1
+            sizes[key] += int(action.get("size") or 0)
             count, so_far = _records(action), rows[key]
             rows[key] = None if count is None or so_far is None else so_far + count
-    partitions = tuple(PartitionWrite(k, rows[k], files[k]) for k in sorted(rows, key=str) if k)
+    partitions = tuple(PartitionWrite(k, rows[k], files[k], sizes[k]) for k in sorted(rows, key=str) if k)
     known = [r for r in rows.values() if r is not None]
     return WriteResult(sink.table, sink.write, version, rows=sum(known), files=sum(files.values()),
                        partitions=partitions)
