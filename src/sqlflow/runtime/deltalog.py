@@ -30,7 +30,8 @@ from pyspark.errors import AnalysisException
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
-_PARTITIONS = "# Partition Information"
+_PARTITIONS = "# Partition Information"  # rows: one partition column each
+_TRANSFORMS = "# Partitioning"  # how some catalogs print it instead: `Part 0 | dt`
 _DETAILS = "# Detailed Table Information"
 
 
@@ -50,15 +51,18 @@ def describe(spark: SparkSession, table: str) -> TableInfo:
     for row in spark.sql(f"DESCRIBE TABLE EXTENDED {quote(table)}").collect():
         name, value = row["col_name"] or "", row["data_type"] or ""
         if name.startswith("# "):
-            section = name if name in (_PARTITIONS, _DETAILS) else section
+            section = name if name in (_PARTITIONS, _TRANSFORMS, _DETAILS) else section
             continue
         if not name:
             section = None
         elif section == _PARTITIONS:
             parts.append(name)
+        elif section == _TRANSFORMS and name.startswith("Part "):
+            parts.append(value)
         elif section == _DETAILS:
             details[name] = value
-    return TableInfo(details.get("Provider", "").lower(), details.get("Location") or None, tuple(parts))
+    return TableInfo(details.get("Provider", "").lower(), details.get("Location") or None,
+                     tuple(dict.fromkeys(parts)))
 
 
 def latest_version(spark: SparkSession, table: str, location: str | None = None) -> int | None:
