@@ -67,7 +67,8 @@ def describe(spark: SparkSession, table: str) -> TableInfo:
 
 def latest_version(spark: SparkSession, table: str, location: str | None = None) -> int | None:
     """The latest Delta version of `table`; None when it does not exist or is not Delta.
-    `location`: the table's folder when the caller knows it (saves a catalog look-up)."""
+    `location`: the folder of a table the caller already knows is Delta (saves a catalog
+    look-up; the format is not checked again)."""
     if not spark.catalog.tableExists(table):
         return None
     if location is None:

@@ -118,10 +118,11 @@ def learn_from_log(spark: SparkSession, table: str, partition_by: tuple[str, ...
     """Feed `sizes` the `add` actions of the table's last RECENT_COMMITS commits."""
     if not spark.catalog.tableExists(table):
         return
-    location = deltalog.describe(spark, table).location
-    latest = deltalog.latest_version(spark, table, location)
+    info = deltalog.describe(spark, table)
+    latest = deltalog.latest_version(spark, table, info.location) if info.format == "delta" else None
     if latest is None:
         return
+    location = info.location
     versions = list(range(max(0, latest - RECENT_COMMITS + 1), latest + 1))
     for _, action in deltalog.commit_actions(spark, location, versions):
         add = action.get("add")
