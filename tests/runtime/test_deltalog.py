@@ -3,6 +3,8 @@ local `_delta_log` must give exactly what Spark's own commands give."""
 
 from __future__ import annotations
 
+import shutil
+
 import pytest
 
 from sqlflow.runtime import deltalog
@@ -75,3 +77,21 @@ def test_an_unpublished_coordinated_commit_sends_the_look_up_to_spark(spark, tmp
     (staged / "_delta_log" / "_staged_commits" / "00000000000000000001.uuid.json").write_text("{}")
     assert deltalog._local_log(spark, f"file:{staged}") is None
     assert deltalog._local_log(spark, "s3a://bucket/table") is None
+
+
+def test_a_commit_file_removed_by_log_clean_up_is_skipped_on_both_paths(spark, tmp_path, monkeypatch):
+    table = f"{DB}.cleaned"
+    spark.sql(f"CREATE TABLE {table} (id BIGINT) USING delta")
+    for i in range(2):
+        spark.createDataFrame([(i,)], "id long").writeTo(table).append()
+    # a copy of the log without version 1, as clean-up leaves it (the real table stays whole)
+    source = deltalog._local_log(spark, deltalog.describe(spark, table).location)
+    copy = tmp_path / "cleaned"
+    shutil.copytree(source, copy / "_delta_log")
+    (copy / "_delta_log" / f"{1:020d}.json").unlink()
+
+    local = deltalog.commit_actions(spark, f"file:{copy}", [0, 1, 2])
+    assert sorted({v for v, _ in local}) == [0, 2]
+    monkeypatch.setattr(deltalog, "_local_log", lambda spark, location: None)
+    assert deltalog.commit_actions(spark, f"file:{copy}", [0, 1, 2]) == local
+    assert deltalog.commit_actions(spark, f"file:{copy}", [1]) == []

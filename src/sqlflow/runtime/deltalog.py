@@ -89,16 +89,27 @@ def latest_version(spark: SparkSession, table: str, location: str | None = None)
 
 def commit_actions(spark: SparkSession, location: str, versions: list[int]) -> list[tuple[int, dict]]:
     """Every action of the commits `versions` of the table at `location`, as `(version,
-    action)` in log order."""
+    action)` in log order. A commit whose file Delta's log clean-up has removed (older than
+    the log retention and the newest checkpoint) is skipped: callers search a window of recent
+    commits, and a missing old one holds nothing they could still use."""
     log = _local_log(spark, location)
     out: list[tuple[int, dict]] = []
     if log is not None:
         for v in versions:
-            with open(os.path.join(log, f"{v:020d}.json"), encoding="utf-8") as f:
-                out += [(v, json.loads(line)) for line in f if line.strip()]
+            path = os.path.join(log, f"{v:020d}.json")
+            if os.path.isfile(path):
+                with open(path, encoding="utf-8") as f:
+                    out += [(v, json.loads(line)) for line in f if line.strip()]
         return out
-    paths = [f"{location.rstrip('/')}/_delta_log/{v:020d}.json" for v in versions]
-    lines = spark.read.text(paths).withColumn("file", F.input_file_name()).collect()
+    if not versions:
+        return out
+    # one glob over the wanted names: it matches the files that exist, and fails only when none does
+    names = ",".join(f"{v:020d}.json" for v in versions)
+    try:
+        lines = (spark.read.text(f"{location.rstrip('/')}/_delta_log/{{{names}}}")
+                 .withColumn("file", F.input_file_name()).collect())
+    except AnalysisException:
+        return out
     for line in lines:
         out.append((int(line["file"].rsplit("/", 1)[-1].split(".")[0]), json.loads(line["value"])))
     return sorted(out, key=lambda va: va[0])  # stable: log order within a commit is kept

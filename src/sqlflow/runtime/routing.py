@@ -40,7 +40,6 @@ from pyspark.sql import functions as F
 
 from sqlflow.errors import Location, SqlflowError
 from sqlflow.plan import RoutedPlan, RouteTarget, Sink
-from sqlflow.sourcemap import SourceMap
 from sqlflow.runtime import commitlog
 from sqlflow.runtime import filebudget as FB
 from sqlflow.runtime import partition_commit as PC
@@ -48,6 +47,7 @@ from sqlflow.runtime import quarantine as Q
 from sqlflow.runtime.analysis_errors import model_errors
 from sqlflow.runtime.batchfn import BatchFunction, query_failed
 from sqlflow.runtime.sinks import BatchId, WriteResult, write
+from sqlflow.sourcemap import SourceMap
 
 AVAILABLE_NOW = "available-now"
 
