@@ -7,6 +7,9 @@
   across restarts, and only for hours the watermark has closed (runs told that more input
   follows, `end_of_input=False`, commit like a continuous query);
 - no commit while a target's rows of the hour are not written yet;
+- an interval-trigger query (`--trigger 1 second`) keeps running: rows appended while it
+  runs reach every target in later micro-batches of the same query, hours are committed when
+  the watermark closes them and never at stop, and the targets equal the batch plan;
 - a bounded run commits its last open hours at the end of input, once; a later row into such
   an hour marks it dirty instead of committing or notifying again; status lists it, repair
   backfills the group's day and settles it;
@@ -22,6 +25,7 @@ import json
 import random
 import re
 import threading
+import time
 from collections import Counter
 from datetime import datetime, timedelta, timezone
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -150,14 +154,16 @@ def commits(spark, plan):
         "kind = 'commit'").collect() if r["table"] in tables}
 
 
-def expected_closed(rows):
-    """Hours with clean rows that the ingest frontier of the clean rows has closed, computed
-    here from the rows themselves (DESIGN 2.1 rules, 2.5 commit rule)."""
+def expected_closed(rows, closed=True):
+    """Hours with clean rows that the ingest frontier of the clean rows has closed (with
+    `closed=False`: every hour with clean rows), computed here from the rows themselves
+    (DESIGN 2.1 rules, 2.5 commit rule)."""
     clean = [r for r in rows if r[5] - LATENESS <= r[4] <= r[5] + timedelta(minutes=5)]
     frontier = max(r[5] for r in clean)
     hours = {r[4].replace(minute=0, second=0, microsecond=0) for r in clean
              if r[1] != "broken"}
-    return {f"dt={h:%Y-%m-%d}/hour={h:%H}" for h in hours if h + timedelta(hours=1) + LATENESS <= frontier}
+    return {f"dt={h:%Y-%m-%d}/hour={h:%H}" for h in hours
+            if not closed or h + timedelta(hours=1) + LATENESS <= frontier}
 
 
 def assert_same(spark, got, want, drop=()):
@@ -256,6 +262,53 @@ def test_no_commit_while_a_target_of_the_hour_is_unwritten(spark, setup, hook, t
     compact(spark, music_t)
     assert files_of(spark, live_t, "10") == 1 and files_of(spark, music_t, "11") == 2
     assert {r["event_id"] for r in spark.table(live_t).collect()} == {"e1", "e3"}
+
+
+def test_an_interval_query_routes_rows_appended_while_it_runs_and_commits_on_the_watermark(
+        spark, setup, hook):
+    s, rows = setup, random_events(11)
+    first, second = rows[:20], rows[20:]
+    append(spark, f"{s.ods}.events", first)
+    reports, results, errors = [], [], []
+
+    def run():  # as `sqlflow run --mode stream --trigger "1 second"` runs a group: until stopped
+        try:
+            results.append(run_routed_stream(s.stream, s.stream_plan, trigger="1 second",
+                                             on_batch=reports.append))
+        except BaseException as exc:  # noqa: BLE001 - shown by the assert below
+            errors.append(exc)
+
+    def wait_for(n_rows):
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline and not errors and sum(r.rows_in for r in reports) < n_rows:
+            time.sleep(0.5)
+        assert not errors and sum(r.rows_in for r in reports) == n_rows, (errors, reports)
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    try:
+        wait_for(len(first))
+        append(spark, f"{s.ods}.events", second)  # while the query runs
+        wait_for(len(rows))
+    finally:
+        for query in spark.streams.active:
+            if query.name == f"sqlflow_route_{s.stream_plan.model}":
+                query.stop()
+        thread.join(120)
+    assert not errors and results, errors
+    batches = [r.batch_id for r in results[0]]
+    assert len(batches) >= 2 and all(r.kind == "batch" for r in results[0])  # no end-of-input commit
+    list(run_routed_batch(s.batch, s.batch_plan))
+    for tb, ts in zip(s.batch_plan.targets, s.stream_plan.targets):
+        assert spark.table(tb.sink.table).count() > 0
+        assert_same(spark, ts.sink.table, tb.sink.table)
+    assert_same(spark, s.stream_plan.quarantine, s.batch_plan.quarantine, drop=("origin",))
+    # committed: exactly the hours the watermark of all the rows closed, each notified once
+    want = expected_closed(rows)
+    assert want and want < expected_closed(rows, closed=False)  # an hour written stays open
+    stream_tables = [t.sink.table for t in s.stream_plan.targets]
+    assert commits(spark, s.stream_plan) == {(t, h) for t in stream_tables for h in want}
+    assert dict(hook.posts) == {h: 1 for h in want}
 
 
 def files_of(spark, table, hour):
