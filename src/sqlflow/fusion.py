@@ -28,6 +28,7 @@ seen uses its most specific preset, then the table's learned average, then `byte
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -38,6 +39,7 @@ from sqlflow.errors import Diagnostic, Location
 from sqlflow.plan import (
     STATE_DIR, BatchPlan, RouteCommit, RoutedPlan, RouteTarget, StreamPlan, quarantine_table,
 )
+from sqlflow.shared_calls import share_calls
 
 DEFAULT_TARGET_FILE_SIZE = parse_size("128MB")
 
@@ -193,6 +195,8 @@ def _routed_plan(result: Any, group: str, members: list[str],
         targets.append(RouteTarget(name, plan.path, plan.sql, plan.sink,
                                    config.target_file_size or DEFAULT_TARGET_FILE_SIZE,
                                    config.max_files_per_partition, source_map=plan.source_map))
+    shared = share_calls([t.sql for t in targets])
+    targets = [dataclasses.replace(t, shared_sql=sql) for t, sql in zip(targets, shared.sql)]
     stream = isinstance(first, StreamPlan)
     return RoutedPlan(
         model=group, path=first.path, materialized=first.materialized, mode=result.mode,
@@ -205,4 +209,5 @@ def _routed_plan(result: Any, group: str, members: list[str],
         trigger=first.trigger if stream else "available-now",
         checkpoint=f"{STATE_DIR}/checkpoints/route__{group}" if stream else None,
         event_time=first.event_time,
-        warnings=tuple(w for name in members for w in result.plans[name].warnings))
+        warnings=tuple(w for name in members for w in result.plans[name].warnings),
+        shared=shared.columns)

@@ -266,6 +266,7 @@ class RouteTarget:
     target_file_size: int
     max_files: int | None = None
     source_map: SourceMap | None = source_map_field()
+    shared_sql: str | None = None  # `sql` reading the group's shared calls (`shared_calls`)
 
 
 @dataclass(frozen=True)
@@ -305,6 +306,7 @@ class RoutedPlan:
     checkpoint: str | None = None
     event_time: str | None = None
     warnings: tuple[str, ...] = ()
+    shared: tuple[tuple[str, str], ...] = ()  # (column, call): computed once per input row
     padding_sql: tuple[str, ...] = ()
 
     @property

@@ -129,3 +129,38 @@ def test_a_partition_not_yet_seen_uses_its_most_specific_preset():
     assert sizes.per_row(spec.format("play", "web")) == 300.0  # its own statistics win
     plan = budgets({spec.format("play", "app"): 1000}, sizes, 1_000_000, None)
     assert plan[spec.format("play", "app")].files == 2  # 1000 rows x 2000 B / 1 MB
+
+
+def test_the_routing_key_is_a_shared_call_computed_once_per_row():
+    """Six targets filter on `spmid_department(spmid)`: the plan computes it once per input
+    row (a shared column) and each target's second SQL filters on that column."""
+    plan = compile_project(ROOT, mode="batch").plans["user_events_by_department"]
+    assert plan.shared == (("__sqlflow_shared_0", "SPMID_DEPARTMENT(spmid)"),)
+    for t in plan.targets:
+        dept = t.model.removeprefix("ue_")
+        assert f"SPMID_DEPARTMENT(spmid) = '{dept}'" in t.sql  # as written: errors name it
+        assert f"__sqlflow_shared_0 = '{dept}'" in t.shared_sql
+        assert "SPMID_DEPARTMENT" not in t.shared_sql
+
+
+def test_shared_calls_only_where_two_targets_make_them_and_never_with_a_star():
+    from sqlflow.shared_calls import share_calls
+
+    one = share_calls(["SELECT a FROM v WHERE f(k) = 'x' AND g(k) > 1", "SELECT a FROM v WHERE F(K) = 'y'",
+                       "SELECT a, f(k) AS d FROM v"])
+    assert one.columns == (("__sqlflow_shared_0", "F(k)"),)  # g: one target; SELECT: not shared
+    assert one.sql == ("SELECT a FROM v WHERE __sqlflow_shared_0 = 'x' AND G(k) > 1",
+                       "SELECT a FROM v WHERE __sqlflow_shared_0 = 'y'", None)
+    star = share_calls(["SELECT * FROM v WHERE f(k) = 'x'", "SELECT a FROM v WHERE f(k) = 'y'"])
+    assert star.columns == () and star.sql == (None, None)
+    calls_on_calls = share_calls(["SELECT a FROM v WHERE f(lower(k)) = 'x'",
+                                  "SELECT a FROM v WHERE f(lower(k)) = 'y'"])
+    assert calls_on_calls.columns == ()  # only calls on plain columns
+
+
+def test_shared_calls_doctests():
+    import doctest
+
+    import sqlflow.shared_calls
+
+    assert doctest.testmod(sqlflow.shared_calls).failed == 0

@@ -35,6 +35,7 @@ from datetime import date
 from pathlib import Path
 from typing import Callable, Iterator
 
+from pyspark.errors import AnalysisException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
@@ -129,10 +130,27 @@ class _TargetSql:
 
 
 def target_rows(spark: SparkSession, plan: RoutedPlan, t: RouteTarget) -> DataFrame:
-    """The target's rows over the group's input view; Spark's analysis error of its SQL is
-    reported at the target model's line."""
+    """The target's rows over the group's input view (`input_view`): its SQL that reads the
+    shared calls' columns where it has one. Spark's analysis error is reported at the target
+    model's line, from its SQL as written (the other one is tried first and, if Spark refuses
+    it, set aside: the SQL as written names the model's own text)."""
+    if t.shared_sql:
+        try:
+            return spark.sql(t.shared_sql)
+        except AnalysisException:
+            pass
     with model_errors(_TargetSql(t.model, t.sql, plan.mode, plan.model, t.source_map)):
         return spark.sql(t.sql)
+
+
+def input_view(plan: RoutedPlan, clean: DataFrame) -> DataFrame:
+    """Register the group's input view: the clean rows plus the group's shared calls
+    (`sqlflow.shared_calls`), computed once per row. With shared calls the view is cached:
+    otherwise every target's query would call them again. Returns what to unpersist."""
+    if plan.shared:
+        clean = clean.select("*", *[F.expr(sql).alias(name) for name, sql in plan.shared]).persist()
+    clean.createOrReplaceTempView(plan.sources[0].view)
+    return clean
 
 
 class _Targets:
@@ -203,10 +221,10 @@ class RouteBatch(BatchFunction):
         if self._targets is None:
             self._targets = _Targets(spark, plan)
         app = self.app_id()
-        df = df.persist()
+        df, view = df.persist(), None
         try:
             split = Q.split(df, b, model=plan.model, origin=f"batch {batch_id}")
-            split.clean.createOrReplaceTempView(b.view)
+            view = input_view(plan, split.clean)
             rows_in, quarantined, frontier = _measure(df, b)
             if quarantined:
                 write(spark, Sink(plan.quarantine, "append_once", Q.PARTITION_BY), split.quarantine,
@@ -238,6 +256,8 @@ class RouteBatch(BatchFunction):
                               batch=BatchId(app, batch_id), inputs={"watermark_us": watermark})
             self._state = (watermark, seen, done | set(todo))
         finally:
+            if view is not None:
+                view.unpersist()
             df.unpersist()
             spark.catalog.dropTempView(b.view)
         report = RouteReport(plan.model, batch_id, rows_in, quarantined, tuple(writes),
@@ -398,12 +418,12 @@ def run_routed_batch(ctx, plan: RoutedPlan, *, start: date | None = None, end: d
         raise SqlflowError(f"routed group `{plan.model}`: input table `{b.relation}` does not exist",
                            location=Location(plan.path), hint="run its parent first")
     version = table_version(spark, b.relation)
-    rows = _read(spark, b.relation, version).persist()
+    rows, view = _read(spark, b.relation, version).persist(), None
     run_id = f"batch-{uuid.uuid4().hex[:12]}"
     results, writes, hours = [], [], set()
     try:
         split = Q.split(rows, b, model=plan.model, origin=f"{b.relation}@v{version}")
-        split.clean.createOrReplaceTempView(b.view)
+        view = input_view(plan, split.clean)
         q_result = _write_quarantine(spark, plan, [split.quarantine], dates)
         counts_q = _count_quarantine(spark, plan.quarantine, dates)
         targets = _Targets(spark, plan)
@@ -424,6 +444,8 @@ def run_routed_batch(ctx, plan: RoutedPlan, *, start: date | None = None, end: d
             results.append(RunResult(t.model, dates, (InputRead(b.relation, version, b.view),),
                                      result, q_result, counts_q, time.monotonic() - began))
     finally:
+        if view is not None:
+            view.unpersist()
         rows.unpersist()
         spark.catalog.dropTempView(b.view)
     fired = PC.commit(spark, plan, sorted(hours), mode="batch", run_id=run_id,
