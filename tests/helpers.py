@@ -131,3 +131,12 @@ def render_sql(tmp_path: Path, sql: str, **project: Any) -> str:
     """The rendered SQL of a one-model project whose model `m` is `sql`."""
     models = {"m.sql": sql, **project.pop("models", {})}
     return render(tmp_path, "m", models=models, **project).sql
+
+
+def stop_query(spark, name: str, thread) -> None:
+    """Stop the active streaming query `name` (an interval run has no end of its own) and
+    wait for the thread running it to return."""
+    for query in spark.streams.active:
+        if query.name == name:
+            query.stop()
+    thread.join(120)

@@ -34,7 +34,7 @@ from pathlib import Path
 import pytest
 from pyspark.sql import functions as F
 
-from helpers import events_sources_yml, make_project
+from helpers import events_sources_yml, make_project, stop_query
 from sqlflow.compiler import compile_project
 from sqlflow.context import Context
 from sqlflow.errors import SqlflowError
@@ -166,6 +166,15 @@ def expected_closed(rows, closed=True):
             if not closed or h + timedelta(hours=1) + LATENESS <= frontier}
 
 
+def assert_group_equals_the_batch_plan(spark, s):
+    """Backfill the group, then every stream target and the quarantine equal the backfill's."""
+    list(run_routed_batch(s.batch, s.batch_plan))
+    for tb, ts in zip(s.batch_plan.targets, s.stream_plan.targets):
+        assert spark.table(tb.sink.table).count() > 0
+        assert_same(spark, ts.sink.table, tb.sink.table)
+    assert_same(spark, s.stream_plan.quarantine, s.batch_plan.quarantine, drop=("origin",))
+
+
 def assert_same(spark, got, want, drop=()):
     g, w = spark.table(got).drop(*drop), spark.table(want).drop(*drop)
     missing, extra = w.exceptAll(g).collect(), g.exceptAll(w).collect()
@@ -203,11 +212,7 @@ def test_stream_with_a_crash_between_targets_equals_the_batch_plan(spark, setup,
         runs += 1
     run_routed_stream(s.stream, plan, end_of_input=False)  # a restart with nothing new
     assert crashed and runs >= 3
-    list(run_routed_batch(s.batch, s.batch_plan))
-    for tb, ts in zip(s.batch_plan.targets, s.stream_plan.targets):
-        assert spark.table(tb.sink.table).count() > 0
-        assert_same(spark, ts.sink.table, tb.sink.table)
-    assert_same(spark, s.stream_plan.quarantine, s.batch_plan.quarantine, drop=("origin",))
+    assert_group_equals_the_batch_plan(spark, s)
     # commits: exactly the closed hours, for every target; one POST each, across restarts
     want = expected_closed(rows)
     assert want
@@ -291,18 +296,11 @@ def test_an_interval_query_routes_rows_appended_while_it_runs_and_commits_on_the
         append(spark, f"{s.ods}.events", second)  # while the query runs
         wait_for(len(rows))
     finally:
-        for query in spark.streams.active:
-            if query.name == f"sqlflow_route_{s.stream_plan.model}":
-                query.stop()
-        thread.join(120)
+        stop_query(spark, f"sqlflow_route_{s.stream_plan.model}", thread)
     assert not errors and results, errors
     batches = [r.batch_id for r in results[0]]
     assert len(batches) >= 2 and all(r.kind == "batch" for r in results[0])  # no end-of-input commit
-    list(run_routed_batch(s.batch, s.batch_plan))
-    for tb, ts in zip(s.batch_plan.targets, s.stream_plan.targets):
-        assert spark.table(tb.sink.table).count() > 0
-        assert_same(spark, ts.sink.table, tb.sink.table)
-    assert_same(spark, s.stream_plan.quarantine, s.batch_plan.quarantine, drop=("origin",))
+    assert_group_equals_the_batch_plan(spark, s)
     # committed: exactly the hours the watermark of all the rows closed, each notified once
     want = expected_closed(rows)
     assert want and want < expected_closed(rows, closed=False)  # an hour written stays open

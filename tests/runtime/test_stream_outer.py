@@ -18,6 +18,7 @@ from datetime import timedelta
 import pytest
 from pyspark.sql import functions as F
 
+from helpers import stop_query
 from runtime.adkit import (CLICK_SCHEMA, IMP_SCHEMA, append, assert_same, at, click, edge_cases,
                            imp, in_ingest_chunks, random_rows, setup_projects)
 from sqlflow.errors import SqlflowError
@@ -181,10 +182,7 @@ def test_an_idle_side_times_out_and_its_rows_are_padded_while_the_query_runs(spa
             time.sleep(0.5)
         padded_while_running = {r["req_id"] for r in spark.table(plan.sink.table).collect()}
     finally:
-        for query in spark.streams.active:
-            if query.name == f"sqlflow_{plan.model}":
-                query.stop()
-        thread.join(120)
+        stop_query(spark, f"sqlflow_{plan.model}", thread)
     assert not errors and results, errors
     assert [r.kind for r in results[0].batches] == ["batch", "idle"]
     assert padded_while_running == {"r0", "r1", "r2"}
