@@ -56,9 +56,10 @@ def share_calls(sqls: Sequence[str]) -> SharedCalls:
     names = {key: f"{PREFIX}{i}" for i, key in enumerate(k for k in calls if users[k] >= 2)}
     out: list[str | None] = []
     for tree in trees:
-        found = [c for c in _calls(tree) if _key(c)[0] in names]
-        for call in found:
-            call.replace(exp.column(names[_key(call)[0]]))
+        found = [(c, names.get(_key(c)[0])) for c in _calls(tree)]
+        found = [(c, name) for c, name in found if name]
+        for call, name in found:
+            call.replace(exp.column(name))
         out.append(tree.sql(dialect="spark") if found else None)
     return SharedCalls(tuple((name, calls[key].sql(dialect="spark")) for key, name in names.items()),
                        tuple(out))
