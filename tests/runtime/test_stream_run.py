@@ -13,7 +13,7 @@ from dataclasses import replace
 import pytest
 
 from runtime.adkit import (CLICK_SCHEMA, IMP_SCHEMA, append, assert_same, at, chunks, click,
-                           edge_cases, random_rows, setup_projects)
+                           edge_cases, imp, random_rows, setup_projects)
 from sqlflow.errors import SqlflowError
 from sqlflow.runtime.stream import run_stream
 
@@ -137,5 +137,45 @@ def test_an_interval_trigger_keeps_running_and_picks_up_new_commits(spark, setup
         query.stop()
     assert fn.error is None and len(fn.reports) >= 2
     sink, quarantine = setup.truth("attributed")
+    assert_same(spark, plan.sink.table, sink)
+    assert_same(spark, plan.quarantine, quarantine, drop=("origin",))
+
+
+def test_older_rows_come_from_the_inputs_and_only_a_split_commit_is_copied(spark, setup):
+    """Older rows are read from the input tables at the version a batch starts on; a batch
+    that ends inside a commit (more files than `maxFilesPerTrigger`) copies its rows to the
+    state table, and the batch after it reads that version plus the copies. Whole-commit
+    batches copy nothing; both give the batch plan's output."""
+    from sqlflow.runtime import offsets, state
+
+    s = setup
+    plan = s.stream_plans["attributed"]
+    k = [b.relation for b in plan.sources if b.read == "stream"].index(f"{s.ods}.imps")
+    copies = state.state_table(plan.sink.table, plan.model, f"{s.ods}.imps")
+    imps, clicks = edge_cases()
+    append(spark, f"{s.ods}.imps", imps, IMP_SCHEMA)
+    append(spark, f"{s.ods}.clicks", clicks, CLICK_SCHEMA)
+    assert [b.batch_id for b in run_stream(s.stream, plan).batches] == [0]
+    assert not spark.catalog.tableExists(copies)
+    # one commit of 3 files per input, read 2 files per micro-batch: batch 1 ends inside both
+    # commits and copies its rows; batch 2's clicks match batch 1's impressions (and the other
+    # way round), which only the copies hold
+    def three_files(table, rows, schema):
+        spark.createDataFrame(rows, schema).repartition(3).write.format("delta") \
+            .mode("append").saveAsTable(table)
+    three_files(f"{s.ods}.imps", [imp(f"s{j}", 1, at(1, 9, 3 * j)) for j in range(12)], IMP_SCHEMA)
+    three_files(f"{s.ods}.clicks", [click(f"s{j}", at(1, 9, 3 * j + 2)) for j in range(12)], CLICK_SCHEMA)
+    split = replace(plan, sources=tuple(replace(b, max_files_per_trigger=2) for b in plan.sources))
+    checkpoint = s.stream.project_dir / plan.sink.checkpoint
+    assert [b.batch_id for b in run_stream(s.stream, split).batches] == [1, 2]
+    assert offsets.end_of(checkpoint, 1, k) is None and offsets.end_of(checkpoint, 2, k) is not None
+    copied = {r[0] for r in spark.table(copies).select(state.BATCH_COLUMN).distinct().collect()}
+    assert copied == {1}
+    # a later whole commit reads the table again, copies nothing
+    append(spark, f"{s.ods}.clicks", [click("s3", at(1, 9, 20)), click("lower", at(1, 10, 5))],
+           CLICK_SCHEMA)
+    assert [b.batch_id for b in run_stream(s.stream, split).batches] == [3]
+    assert {r[0] for r in spark.table(copies).select(state.BATCH_COLUMN).distinct().collect()} == {1}
+    sink, quarantine = s.truth("attributed")
     assert_same(spark, plan.sink.table, sink)
     assert_same(spark, plan.quarantine, quarantine, drop=("origin",))

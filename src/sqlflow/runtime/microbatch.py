@@ -2,20 +2,24 @@
 
 The query's rows arrive in one envelope (`__side` = the input's index, `__s<k>` = the row of
 input k as a struct, NULL for the others: see `sqlflow.runtime.stream`). Each input's rows
-are cached flat, and ONE aggregation over them gives what the step needs to know of its new
+are cached flat (or read from the input table, when they are one whole version of it), and ONE
+aggregation over them gives what the step needs to know of its new
 rows (rows per input, quarantine reasons, prune ranges, ingest frontiers). For batch id `b`:
 
 1. split each input's new rows by the quarantine rule (origin `batch <b>`) and append the
    quarantine rows to `<model>__quarantine`, idempotent per batch id;
 2. register the clean new rows as the input's delta view;
-3. for each joined input, register its old view: the state table's rows of batches `< b`,
-   pruned to the event-time range the other side's new rows can match;
+3. for each joined input, register its old view: its clean rows of batches `< b` (read from
+   the input table at the version the batch starts on, plus the state table's copies of
+   batches that ended inside a commit: `sqlflow.runtime.older`), pruned to the event-time
+   range the other side's new rows can match;
 4. run the plan's SQL; for an outer join of two streams add the preserved rows this step
    closes that match nothing, padded (`sqlflow.runtime.padding`), and find the padded rows
    a new row would have matched (dirty partitions); append it all to the sink in one write,
    idempotent per batch id;
-5. append the clean new rows of each joined input to its state table, idempotent per batch id,
-   and record the step's ingest frontiers and cutoffs (outer joins);
+5. append the clean new rows of each joined input to its state table if the batch ends inside
+   a commit of it (outer joins: always), idempotent per batch id; record which older rows the
+   next batch reads, and the step's ingest frontiers and cutoffs (outer joins);
 6. append the commit-log rows of the batch (`write` per partition, `dirty` per diverged
    partition), idempotent per batch id.
 
@@ -31,7 +35,6 @@ keeps them and `foreachBatch` apart (they share temp views and the sink).
 from __future__ import annotations
 
 import dataclasses
-import json
 import threading
 import time
 from dataclasses import dataclass
@@ -44,7 +47,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import StructType, TimestampType
 
 from sqlflow.plan import PruneRange, Sink, SourceBinding, StreamPlan
-from sqlflow.runtime import commitlog, deltalog, padding
+from sqlflow.runtime import commitlog, deltalog, offsets, older, padding
 from sqlflow.runtime import quarantine as Q
 from sqlflow.runtime import snapshot, state
 from sqlflow.runtime.analysis_errors import model_errors
@@ -109,6 +112,8 @@ class MicroBatch(BatchFunction):
         self.on_batch, self.after_sink, self.after_state = on_batch, after_sink, after_state
         self.checkpoint, self.spark = checkpoint, spark
         self.outer = padding.sides(plan)
+        self.ledger = older.Ledger(checkpoint, [b.relation if b.relation in state_tables else None
+                                                for b in sides], copy_all=bool(self.outer))
         self.progress = padding.progress_table(plan.sink.table, plan.model)
         self.reports: list[BatchReport] = []
         self.lock = threading.RLock()
@@ -123,11 +128,8 @@ class MicroBatch(BatchFunction):
     def _batch(self, df: DataFrame, batch_id: int) -> None:
         began = time.monotonic()
         spark, plan, phase = df.sparkSession, self.plan, Phases()
-        # each input's rows, flat, cached: the filter on the envelope's side prunes the other
-        # inputs' branches (each input is read once), and a cache of flat columns is scanned
-        # far faster than one of the envelope's structs
-        sides = [df.where(F.col(SIDE) == k).select(f"{side_column(k)}.*").persist()
-                 for k in range(len(self.sides))]
+        sides = [self._new_rows(spark, df, batch_id, k) for k in range(len(self.sides))]
+        sources = self.ledger.before(batch_id)
         try:
             with phase("stats"):
                 stats = self._stats(sides)
@@ -154,8 +156,8 @@ class MicroBatch(BatchFunction):
             with phase("prune"):
                 for b in self.sides:
                     if b.old_view:
-                        old = state.older(spark, self.state_tables[b.relation], self.schemas[b.relation],
-                                          batch_id, self._prune(b, stats.bounds))
+                        old = self._older(spark, b, sources[b.relation], batch_id,
+                                          self._prune(b, stats.bounds))
                         old.createOrReplaceTempView(b.old_view)
             with phase("analyse"), model_errors(plan):  # Spark's analysis error at the model's line
                 rows = spark.sql(plan.sql)  # analysed now: the views may be rebound below
@@ -169,10 +171,12 @@ class MicroBatch(BatchFunction):
             if self.after_sink:
                 self.after_sink(batch_id)
             with phase("state"):
+                after, copy = self.ledger.after(batch_id, sources)
                 for k, b in enumerate(self.sides):
-                    if b.relation in self.state_tables and counts.get(k):
+                    if b.relation in copy and counts.get(k):
                         state.append(spark, self.state_tables[b.relation], clean[b.relation], batch_id,
                                      indexed=_indexed(b))
+                self.ledger.record(batch_id, after)
                 if now is not None:
                     padding.record(spark, self.progress, batch_id, 0, "batch", now)
             if self.after_state:
@@ -191,6 +195,30 @@ class MicroBatch(BatchFunction):
             out.rows, quarantined, out.skipped, time.monotonic() - began,
             padded=padded_rows, dirty=tuple((p, r) for p, _, r in dirty), phases=phase.items())
         self._report(report)
+
+    def _new_rows(self, spark: SparkSession, df: DataFrame, batch_id: int, k: int) -> DataFrame:
+        """Input `k`'s rows of this batch: read from its table when they are a whole version of
+        it (`older.new_rows`), else taken from the envelope, flat and cached (the filter on
+        the envelope's side prunes the other inputs' branches, and a cache of flat columns is
+        scanned far faster than one of the envelope's structs)."""
+        b = self.sides[k]
+        whole, version = older.new_rows(self.checkpoint, batch_id, k)
+        if whole:
+            return older.table_at(spark, b.relation, version, self.schemas[b.relation])
+        return df.where(F.col(SIDE) == k).select(f"{side_column(k)}.*").persist()
+
+    def _older(self, spark: SparkSession, b: SourceBinding, source: older.Source, batch_id: int,
+               keep: Column | None) -> DataFrame:
+        """`b`'s older rows (`older.Source`): its clean rows in the table as of the source's
+        version plus the copies of later batches, pruned by `keep`."""
+        schema = self.schemas[b.relation]
+        copies = state.older(spark, self.state_tables[b.relation], schema, batch_id, keep,
+                             after=source.since)
+        if source.base is None:
+            return copies
+        rows = Q.split(older.table_at(spark, b.relation, source.base, schema), b,
+                       model=self.plan.model, origin="").clean
+        return (rows.where(keep) if keep is not None else rows).unionByName(copies)
 
     def _report(self, report: BatchReport) -> None:
         self.reports.append(report)
@@ -418,11 +446,12 @@ class MicroBatch(BatchFunction):
         checkpoint's `offsets/<id>` files; `{}` when unknown)."""
         if self.checkpoint is None:
             return {}
-        end, start = _offset_lines(self.checkpoint, batch_id), _offset_lines(self.checkpoint, batch_id - 1)
+        end, start = offsets.read(self.checkpoint, batch_id), offsets.read(self.checkpoint, batch_id - 1)
         out = {}
         for k, b in enumerate(self.sides):
             if k < len(end):
-                out[b.relation] = {"start": start[k] if k < len(start) else None, "end": end[k]}
+                out[b.relation] = {"start": _plain(start[k]) if k < len(start) else None,
+                                   "end": _plain(end[k])}
         return out
 
     def _prune(self, b: SourceBinding, bounds: dict[PruneRange, tuple[int, int]]) -> Column | None:
@@ -458,22 +487,9 @@ def _indexed(b: SourceBinding) -> tuple[str, ...]:
     return tuple(c for c in (b.event_time, *(r.column for r in b.prune)) if c)
 
 
-def _offset_lines(checkpoint: Path, batch_id: int) -> list[dict | None]:
-    """The source offsets of `<checkpoint>/offsets/<batch_id>`: Delta's reservoir version and
-    index per source, in the query's source order."""
-    path = checkpoint / "offsets" / str(batch_id)
-    if batch_id < 0 or not path.is_file():
-        return []
-    out = []
-    for line in path.read_text().splitlines()[2:]:
-        try:
-            o = json.loads(line)
-        except ValueError:
-            out.append(None)
-            continue
-        out.append({"version": o.get("reservoirVersion"), "index": o.get("index")}
-                   if isinstance(o, dict) else None)
-    return out
+def _plain(offset: offsets.Offset | None) -> dict | None:
+    """An offset as the commit log's `inputs` records it."""
+    return None if offset is None else {"version": offset.version, "index": offset.index}
 
 
 def _find_commit(spark: SparkSession, sink: Sink, batch: BatchId, look_back: int = 50) -> WriteResult | None:

@@ -1,14 +1,16 @@
-"""Older-rows state of the `incremental` stream strategy (DESIGN 2.9).
+"""Copied older rows of the `incremental` stream strategy (DESIGN 2.9).
 
 A join of two streams by the delta rule, `ΔL ⋈ (R_old ∪ ΔR) ∪ L_old ⋈ ΔR`, needs each joined
-input's rows of EARLIER micro-batches. The runtime keeps them in one Delta table per model and
-input, `<sink schema>.__sqlflow_state__<model>__<db>__<table>`: the input's clean rows (every
+input's rows of EARLIER micro-batches. Most are read from the input table itself
+(`sqlflow.runtime.older`); the rows of a micro-batch that ended inside a commit, and every
+row of an outer join's inputs, are copied to one Delta table per model and input,
+`<sink schema>.__sqlflow_state__<model>__<db>__<table>`: the input's clean rows (every
 column, unchanged) plus `__sqlflow_batch`, the micro-batch id that brought them.
 
 - `append` adds a micro-batch's clean rows, idempotent per batch id (Delta `txnAppId` = the
   state table's name, `txnVersion` = the batch id): a replayed batch adds nothing twice.
-- `older` reads the rows of batches strictly before `batch_id`, pruned to an event-time
-  range. Filtering on the batch column makes a replay correct even when the crash came after
+- `older` reads the rows of batches strictly before `batch_id` (and after a given one),
+  pruned to an event-time range. Filtering on the batch column makes a replay correct even when the crash came after
   the state append: a batch never sees its own rows as old.
 """
 
@@ -58,12 +60,13 @@ def _ensure_schema(spark: SparkSession, table: str) -> None:
 
 
 def older(spark: SparkSession, table: str, schema: StructType, batch_id: int,
-          keep: Column | None) -> DataFrame:
-    """Rows of batches before `batch_id` with the input's own columns; `keep` prunes them
-    (None: no pruning). An input with no state yet has no older rows."""
+          keep: Column | None, after: int = -1) -> DataFrame:
+    """Rows of batches after `after` and before `batch_id` with the input's own columns; `keep`
+    prunes them (None: no pruning). An input with no state yet has no older rows."""
     if not spark.catalog.tableExists(table):
         return spark.createDataFrame([], schema)
-    rows = spark.table(table).where(F.col(BATCH_COLUMN) < F.lit(batch_id))
+    batch = F.col(BATCH_COLUMN)
+    rows = spark.table(table).where((batch > F.lit(after)) & (batch < F.lit(batch_id)))
     if keep is not None:
         rows = rows.where(keep)
     return rows.select(*[F.col(f"`{f.name}`") for f in schema.fields])

@@ -21,6 +21,7 @@ closes (`MicroBatch.idle_check`): Spark calls `foreachBatch` only when new rows 
 from __future__ import annotations
 
 import json
+import shutil
 import time
 from dataclasses import dataclass
 from functools import reduce
@@ -32,7 +33,7 @@ from pyspark.sql import functions as F
 
 from sqlflow.errors import Location, SqlflowError
 from sqlflow.plan import RoutedPlan, StreamPlan
-from sqlflow.runtime import padding, state
+from sqlflow.runtime import older, padding, state
 from sqlflow.runtime.batchfn import query_failed
 from sqlflow.runtime.microbatch import SIDE, BatchReport, MicroBatch, side_column
 
@@ -105,6 +106,7 @@ def start(ctx, plan: StreamPlan, *, trigger: str = AVAILABLE_NOW,
         state.refuse_rewrite(spark, plan, checkpoint)
         for table in (*tables.values(), padding.progress_table(plan.sink.table, plan.model)):
             state.drop(spark, table)
+        shutil.rmtree(checkpoint / older.FOLDER, ignore_errors=True)
         fresh = True
     else:
         fresh = False

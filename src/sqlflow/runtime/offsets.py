@@ -1,0 +1,82 @@
+"""What a micro-batch's Delta source offsets say about the input rows it and its predecessors
+were given, so the `incremental` runtime can read those rows from the input tables instead of
+keeping a copy of them (DESIGN 2.9: "the input tables themselves or compact state tables").
+
+Spark writes each micro-batch's END offset per source to `<checkpoint>/offsets/<batch id>`
+before it runs the batch; the batch's start is the previous batch's end. A Delta source's
+offset is `(reservoirVersion v, index i, isStartingVersion s)`:
+
+- `(v, -1, false)`: every file of every version before `v`, and nothing of `v` on: exactly the
+  table as of version `v - 1` (Delta fails a stream on a commit that changes or removes rows,
+  so the versions a stream passes are appends, or rewrites that change no rows);
+- `(v, -1, true)`: nothing yet (the stream will start with the table's snapshot at `v`);
+- `(v, i >= 0, _)`: part of a version (or of the starting snapshot): the first `i + 1` files
+  in the order the source admits them. A micro-batch ends there when one commit has more files
+  than `maxFilesPerTrigger` allows; this module does not reproduce the source's file order, so
+  the runtime keeps a copy of such batches' rows (`sqlflow.runtime.state`).
+
+`Delivered` names the first two cases; `None` is the third (or an offset it cannot read).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class Offset:
+    version: int
+    index: int
+    starting: bool
+
+
+@dataclass(frozen=True)
+class Delivered:
+    """Rows given to the query so far: the table as of `version` (None: no rows)."""
+
+    version: int | None
+
+
+NOTHING = Delivered(None)
+
+
+def read(checkpoint: Path, batch_id: int) -> list[Offset | None]:
+    """The END offsets of micro-batch `batch_id`, one per source in the query's source order;
+    `[]` when the file is not there (batch -1, or purged), None for a line that is not a Delta
+    offset."""
+    path = checkpoint / "offsets" / str(batch_id)
+    if batch_id < 0 or not path.is_file():
+        return []
+    out: list[Offset | None] = []
+    for line in path.read_text().splitlines()[2:]:  # "v1", the batch's metadata, then sources
+        try:
+            o = json.loads(line)
+            out.append(Offset(int(o["reservoirVersion"]), int(o["index"]),
+                              bool(o.get("isStartingVersion", False))))
+        except (ValueError, KeyError, TypeError):
+            out.append(None)
+    return out
+
+
+def delivered(offset: Offset | None) -> Delivered | None:
+    """Which whole table version `offset` ends on; None when it ends inside one (or is
+    unknown)."""
+    if offset is None or offset.index != -1:
+        return None
+    return NOTHING if offset.starting else Delivered(offset.version - 1)
+
+
+def start_of(checkpoint: Path, batch_id: int, k: int) -> Delivered | None:
+    """What source `k` had delivered before micro-batch `batch_id` (see `delivered`)."""
+    if batch_id == 0:
+        return NOTHING
+    lines = read(checkpoint, batch_id - 1)
+    return delivered(lines[k]) if k < len(lines) else None
+
+
+def end_of(checkpoint: Path, batch_id: int, k: int) -> Delivered | None:
+    """What source `k` had delivered after micro-batch `batch_id` (see `delivered`)."""
+    lines = read(checkpoint, batch_id)
+    return delivered(lines[k]) if k < len(lines) else None
