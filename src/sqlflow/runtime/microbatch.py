@@ -128,7 +128,8 @@ class MicroBatch(BatchFunction):
     def _batch(self, df: DataFrame, batch_id: int) -> None:
         began = time.monotonic()
         spark, plan, phase = df.sparkSession, self.plan, Phases()
-        sides = [self._new_rows(spark, df, batch_id, k) for k in range(len(self.sides))]
+        with phase("new rows"):
+            sides = [self._new_rows(spark, df, batch_id, k) for k in range(len(self.sides))]
         sources = self.ledger.before(batch_id)
         try:
             with phase("stats"):
@@ -325,7 +326,7 @@ class MicroBatch(BatchFunction):
                 return []
             old = padding.other_rows(spark, side, self.state_tables, self.schemas, batch_id,
                                      closed)
-            emitted = padding.padded(spark, side, closed, old, padding.empty(spark, os_))
+            emitted = padding.padded(spark, side, closed, old, state.empty(spark, os_))
             still = padding.padded(spark, side, closed, old, new)
             gone = emitted.exceptAll(still)
             keys = [F.col(f"`{c}`") for c in self.plan.sink.partition_by]
@@ -404,7 +405,7 @@ class MicroBatch(BatchFunction):
                                            now.batch + 1, pending)
                 frames.append(padding.padded(
                     spark, side, padding.without_batch(pending, self.schemas[side.binding.relation]),
-                    other, padding.empty(spark, self.schemas[o.relation])))
+                    other, state.empty(spark, self.schemas[o.relation])))
             batch = BatchId(f"{self.app_id()}__close", now.batch * padding.CLOSE_STEP + now.seq)
             out = write(spark, plan.sink, reduce(DataFrame.unionByName, frames), batch=batch)
             out = self._log(spark, out, batch, [], inputs={}, quarantined=0, late=0)

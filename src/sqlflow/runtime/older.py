@@ -32,7 +32,7 @@ from pathlib import Path
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import StructType
 
-from sqlflow.runtime import offsets
+from sqlflow.runtime import offsets, state
 
 FOLDER = "sqlflow_older"
 KEEP = 3  # records kept: a replay of batch b reads the record of b - 1
@@ -113,7 +113,7 @@ class Ledger:
 def table_at(spark: SparkSession, relation: str, version: int | None, schema: StructType) -> DataFrame:
     """The input table's rows as of `version` with the columns of `schema` (None: no rows)."""
     if version is None:
-        return spark.createDataFrame([], schema)
+        return state.empty(spark, schema)
     rows = spark.read.format("delta").option("versionAsOf", version).table(relation)
     return rows.select(*[rows[f"`{f.name}`"] for f in schema.fields])
 

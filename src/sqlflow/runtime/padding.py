@@ -286,7 +286,7 @@ def pending_of(spark: SparkSession, side: Side, tables: dict[str, str],
             else F.col(state.BATCH_COLUMN) <= through
         rows = spark.table(tables[p.relation]).where(limit).select(*columns)
     else:
-        rows = tagged(empty(spark, schema), through)
+        rows = tagged(state.empty(spark, schema), through)
     if delta is not None:
         rows = rows.unionByName(tagged(delta, through))
     return newly_closed(rows, side, schema, prev, now)
@@ -302,6 +302,3 @@ def other_rows(spark: SparkSession, side: Side, tables: dict[str, str],
                    None if high is None else high + side.upper_us)
     return state.older(spark, tables[o.relation], schemas[o.relation], before, keep)
 
-
-def empty(spark: SparkSession, schema: StructType) -> DataFrame:
-    return spark.createDataFrame([], schema)

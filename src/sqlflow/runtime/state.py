@@ -59,12 +59,19 @@ def _ensure_schema(spark: SparkSession, table: str) -> None:
         spark.sql(f"CREATE DATABASE IF NOT EXISTS {quote(table.rsplit('.', 1)[0])}")
 
 
+def empty(spark: SparkSession, schema: StructType) -> DataFrame:
+    """No rows, as Spark's optimizer sees them: `LIMIT 0` becomes an empty local relation,
+    which removes a join or union branch over it (a bare `createDataFrame([])` is an RDD scan
+    Spark cannot see into, so the other side of such a join would still be read and shuffled)."""
+    return spark.createDataFrame([], schema).limit(0)
+
+
 def older(spark: SparkSession, table: str, schema: StructType, batch_id: int,
           keep: Column | None, after: int = -1) -> DataFrame:
     """Rows of batches after `after` and before `batch_id` with the input's own columns; `keep`
     prunes them (None: no pruning). An input with no state yet has no older rows."""
     if not spark.catalog.tableExists(table):
-        return spark.createDataFrame([], schema)
+        return empty(spark, schema)
     batch = F.col(BATCH_COLUMN)
     rows = spark.table(table).where((batch > F.lit(after)) & (batch < F.lit(batch_id)))
     if keep is not None:
