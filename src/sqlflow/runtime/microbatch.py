@@ -201,11 +201,14 @@ class MicroBatch(BatchFunction):
         """Input `k`'s rows of this batch: read from its table when they are a whole version of
         it (`older.new_rows`), else taken from the envelope, flat and cached (the filter on
         the envelope's side prunes the other inputs' branches, and a cache of flat columns is
-        scanned far faster than one of the envelope's structs)."""
+        scanned far faster than one of the envelope's structs). A table read is cached only
+        for an outer join, whose padding and state append read the new rows again; an inner
+        join reads them twice (stats, join), and a column-pruned scan costs less than a cache."""
         b = self.sides[k]
         whole, version = older.new_rows(self.checkpoint, batch_id, k)
         if whole:
-            return older.table_at(spark, b.relation, version, self.schemas[b.relation])
+            rows = older.table_at(spark, b.relation, version, self.schemas[b.relation])
+            return rows.persist() if self.outer else rows
         return df.where(F.col(SIDE) == k).select(f"{side_column(k)}.*").persist()
 
     def _older(self, spark: SparkSession, b: SourceBinding, source: older.Source, batch_id: int,
