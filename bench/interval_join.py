@@ -21,9 +21,10 @@ stream run read both inputs with the same `maxFilesPerTrigger` instead (about N 
 which shows the fixed cost of a micro-batch. Every run is measured `--rounds` times (default
 2, each round runs them all in order, on fresh tables and checkpoints) and its fastest round is
 reported: the first round of whichever run comes first pays the JVM's warm-up (class loading,
-JIT, code generation). Throughput is input rows (both sides) per second of wall time. Peak memory is
+JIT, code generation). Throughput is input rows (both sides) per second of wall time, timed
+from after a `System.gc()` before each run to its end. Peak memory is
 the JVM heap in use (`Runtime.totalMemory() - freeMemory()`, read through py4j every 100 ms
-from a second Python thread, after a `System.gc()` before each run): in local mode the driver
+from a second Python thread, after that `System.gc()`): in local mode the driver
 JVM is the executor too, so it includes Spark's in-memory join state; it counts garbage not yet
 collected, so read it as an upper bound and compare the runs with each other.
 
@@ -125,17 +126,21 @@ def copy_project(folder: Path) -> Path:
 
 
 def timed(m: Measure, spark, run: Callable[[], int | None]) -> Measure:
-    """Run `run` (returns its micro-batch count, or None), sampling the heap; keep the error."""
-    began = time.monotonic()
+    """Run `run` (returns its micro-batch count, or None), sampling the heap; keep the error.
+    The clock starts after the sampler's `System.gc()`: the harness's collection of earlier
+    runs' garbage is not the run's time."""
+    began = None
     try:
         with HeapSampler(spark) as heap:
+            began = time.monotonic()
             m.batches = run()
+            m.seconds = time.monotonic() - began
         m.peak_heap_mb = heap.peak / 2**20
     except Exception as exc:  # a failed run is a result too: report it and go on
         m.error = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         if "--debug" in sys.argv:
             traceback.print_exc()
-    m.seconds = time.monotonic() - began
+        m.seconds = time.monotonic() - began if began is not None else 0.0
     if m.error is None:
         m.rows_out = spark.table(m.table).count()
     return m
