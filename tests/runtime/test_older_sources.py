@@ -100,3 +100,23 @@ def test_outer_joins_copy_every_batch_and_read_only_copies(tmp_path):
     assert ledger.after(1, before) == (before, {"ods.a", "ods.b"})
     ledger.record(1, before)
     assert not (tmp_path / older.FOLDER).exists()
+
+
+def test_a_missing_or_broken_record_is_an_error_not_a_wrong_read(tmp_path):
+    """Once a checkpoint has records, a batch starting inside a version must find its
+    predecessor's: without it the batch would read the wrong older rows."""
+    import pytest
+
+    from sqlflow.errors import SqlflowError
+
+    ledger = Ledger(tmp_path, ["ods.a"], copy_all=False)
+    write_offsets(tmp_path, 0, (3, 1, False))
+    ledger.record(0, {"ods.a": Source(None, -1)})
+    assert ledger.before(1) == {"ods.a": Source(None, -1)}
+    write_offsets(tmp_path, 4, (5, 0, False))
+    with pytest.raises(SqlflowError, match="micro-batch 5 finds the older rows") as err:
+        ledger.before(5)  # no record of batch 4
+    assert "fresh checkpoint" in err.value.diagnostics[0].hint
+    (tmp_path / older.FOLDER / "0").write_text("{not json")
+    with pytest.raises(SqlflowError, match="cannot read"):
+        ledger.before(1)

@@ -32,6 +32,7 @@ from pathlib import Path
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import StructType
 
+from sqlflow.errors import SqlflowError
 from sqlflow.runtime import offsets, state
 
 FOLDER = "sqlflow_older"
@@ -59,7 +60,7 @@ class Ledger:
         """The older rows of each joined input for `batch_id`."""
         if self.copy_all or self.checkpoint is None:
             return {r: ALL_COPIES for r in self.relations if r}
-        recorded = self._load(batch_id - 1)
+        recorded = None
         out = {}
         for k, r in enumerate(self.relations):
             if r is None:
@@ -68,6 +69,7 @@ class Ledger:
             if start is not None:
                 out[r] = Source(start.version, batch_id - 1)
             else:
+                recorded = self._load(batch_id - 1) if recorded is None else recorded
                 base, since = recorded.get(r, (None, -1))
                 out[r] = Source(base, since)
         return out
@@ -104,10 +106,21 @@ class Ledger:
                 old.unlink(missing_ok=True)
 
     def _load(self, batch_id: int) -> dict[str, tuple[int | None, int]]:
-        path = self.checkpoint / FOLDER / str(batch_id)
-        if batch_id < 0 or not path.is_file():
+        """The record of `batch_id`. No records at all: a checkpoint from before them, which
+        copied every batch (`{}`: every input reads `ALL_COPIES`). A record missing among
+        others, or unreadable, would make the batch read the wrong older rows: an error."""
+        folder = self.checkpoint / FOLDER
+        path = folder / str(batch_id)
+        if not folder.is_dir():
             return {}
-        return {r: (v[0], v[1]) for r, v in json.loads(path.read_text()).items()}
+        try:
+            return {r: (v[0], v[1]) for r, v in json.loads(path.read_text()).items()}
+        except (OSError, ValueError, TypeError, IndexError, AttributeError) as exc:
+            raise SqlflowError(
+                f"stream checkpoint `{self.checkpoint}`: cannot read `{path}`, which says where "
+                f"micro-batch {batch_id + 1} finds the older rows of its inputs ({exc})",
+                hint="restore the checkpoint folder as it was, or rebuild the model from a fresh "
+                     "checkpoint (drop its sink table and its checkpoint folder)") from exc
 
 
 def table_at(spark: SparkSession, relation: str, version: int | None, schema: StructType) -> DataFrame:
