@@ -107,9 +107,9 @@ def test_a_missing_or_broken_record_is_an_error_not_a_wrong_read(tmp_path):
     predecessor's: without it the batch would read the wrong older rows."""
     import pytest
 
-    from sqlflow.errors import SqlflowError
+    from sqlflow.errors import Location, SqlflowError
 
-    ledger = Ledger(tmp_path, ["ods.a"], copy_all=False)
+    ledger = Ledger(tmp_path, ["ods.a"], copy_all=False, location=Location("models/m.sql"))
     write_offsets(tmp_path, 0, (3, 1, False))
     ledger.record(0, {"ods.a": Source(None, -1)})
     assert ledger.before(1) == {"ods.a": Source(None, -1)}
@@ -117,6 +117,7 @@ def test_a_missing_or_broken_record_is_an_error_not_a_wrong_read(tmp_path):
     with pytest.raises(SqlflowError, match="micro-batch 5 finds the older rows") as err:
         ledger.before(5)  # no record of batch 4
     assert "fresh checkpoint" in err.value.diagnostics[0].hint
+    assert err.value.diagnostics[0].location == Location("models/m.sql")
     (tmp_path / older.FOLDER / "0").write_text("{not json")
     with pytest.raises(SqlflowError, match="cannot read"):
         ledger.before(1)

@@ -46,6 +46,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType, TimestampType
 
+from sqlflow.errors import Location
 from sqlflow.plan import PruneRange, Sink, SourceBinding, StreamPlan
 from sqlflow.runtime import commitlog, deltalog, offsets, older, padding
 from sqlflow.runtime import quarantine as Q
@@ -113,7 +114,8 @@ class MicroBatch(BatchFunction):
         self.checkpoint, self.spark = checkpoint, spark
         self.outer = padding.sides(plan)
         self.ledger = older.Ledger(checkpoint, [b.relation if b.relation in state_tables else None
-                                                for b in sides], copy_all=bool(self.outer))
+                                                for b in sides], copy_all=bool(self.outer),
+                                   location=Location(plan.path))
         self.progress = padding.progress_table(plan.sink.table, plan.model)
         self.reports: list[BatchReport] = []
         self.lock = threading.RLock()
@@ -128,9 +130,9 @@ class MicroBatch(BatchFunction):
     def _batch(self, df: DataFrame, batch_id: int) -> None:
         began = time.monotonic()
         spark, plan, phase = df.sparkSession, self.plan, Phases()
+        sources = self.ledger.before(batch_id)  # before caching: an error here leaks nothing
         with phase("new rows"):
             sides = [self._new_rows(spark, df, batch_id, k) for k in range(len(self.sides))]
-        sources = self.ledger.before(batch_id)
         try:
             with phase("stats"):
                 stats = self._stats(sides)

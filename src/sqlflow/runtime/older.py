@@ -11,8 +11,10 @@ rows as of Delta version `base` (None: none) plus the state table's copies of ba
   after it read the version where that run of partial batches began, plus the run's copies.
   `Ledger` records this per batch in `<checkpoint>/sqlflow_older/<batch id>` (JSON), because
   Spark purges old offset files;
-- a batch whose predecessor left no record (a checkpoint from before this module) and that
-  starts inside a version reads every copy (`ALL_COPIES`): such checkpoints copied every batch.
+- a batch that starts inside a version in a checkpoint with no records at all (one written
+  before this module) reads every copy (`ALL_COPIES`): such checkpoints copied every batch. In
+  a checkpoint with records, a missing or unreadable one is an error (it would read the wrong
+  rows), naming the model's file and what to do.
 
 The new rows of a batch that starts with nothing delivered and ends on a whole version are that
 version of the table (`new_rows`): read straight from Delta, column-pruned and vectorized, not
@@ -32,7 +34,7 @@ from pathlib import Path
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import StructType
 
-from sqlflow.errors import SqlflowError
+from sqlflow.errors import Location, SqlflowError
 from sqlflow.runtime import offsets, state
 
 FOLDER = "sqlflow_older"
@@ -51,10 +53,13 @@ ALL_COPIES = Source(None, -1)
 class Ledger:
     """The older-rows `Source` of each joined input, per micro-batch of one query."""
 
-    def __init__(self, checkpoint: Path | None, relations: list[str | None], *, copy_all: bool):
+    def __init__(self, checkpoint: Path | None, relations: list[str | None], *, copy_all: bool,
+                 location: Location | None = None):
         """`relations`: the query's inputs in source order (None: an input that is not joined
-        and keeps no older rows); `copy_all`: outer joins, which copy every batch."""
+        and keeps no older rows); `copy_all`: outer joins, which copy every batch; `location`:
+        the model's file, for errors."""
         self.checkpoint, self.relations, self.copy_all = checkpoint, relations, copy_all
+        self.location = location
 
     def before(self, batch_id: int) -> dict[str, Source]:
         """The older rows of each joined input for `batch_id`."""
@@ -119,7 +124,7 @@ class Ledger:
             raise SqlflowError(
                 f"stream checkpoint `{self.checkpoint}`: cannot read `{path}`, which says where "
                 f"micro-batch {batch_id + 1} finds the older rows of its inputs ({exc})",
-                hint="restore the checkpoint folder as it was, or rebuild the model from a fresh "
+                location=self.location, hint="restore the checkpoint folder as it was, or rebuild the model from a fresh "
                      "checkpoint (drop its sink table and its checkpoint folder)") from exc
 
 

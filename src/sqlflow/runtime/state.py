@@ -10,8 +10,8 @@ column, unchanged) plus `__sqlflow_batch`, the micro-batch id that brought them.
 - `append` adds a micro-batch's clean rows, idempotent per batch id (Delta `txnAppId` = the
   state table's name, `txnVersion` = the batch id): a replayed batch adds nothing twice.
 - `older` reads the rows of batches strictly before `batch_id` (and after a given one),
-  pruned to an event-time range. Filtering on the batch column makes a replay correct even when the crash came after
-  the state append: a batch never sees its own rows as old.
+  pruned to an event-time range. Filtering on the batch column makes a replay correct even
+  when the crash came after the state append: a batch never sees its own rows as old.
 """
 
 from __future__ import annotations
