@@ -28,7 +28,7 @@ from sqlflow.context import Context
 from sqlflow.demo.markers import mark_ready, table_location
 from sqlflow.runtime import commitlog as C
 from sqlflow.runtime.batch import run_batch
-from sqlflow.runtime.sinks import table_version
+from sqlflow.runtime.deltalog import latest_version
 from sqlflow.runtime.stream import run_stream
 
 pytestmark = pytest.mark.spark
@@ -267,7 +267,7 @@ def test_a_concurrent_dim_rewrite_is_never_half_visible_in_a_micro_batch(spark, 
 
     def rewrite():
         while not stop.is_set():
-            version = table_version(spark, s.dim_table)
+            version = latest_version(spark, s.dim_table)
             write_dim_day(spark, s, 1, users=tuple(range(1, 7)), tag=version + 1)
 
     versions = {}
@@ -275,7 +275,7 @@ def test_a_concurrent_dim_rewrite_is_never_half_visible_in_a_micro_batch(spark, 
     writer.start()
     try:
         run_stream(s.contexts["stream"], plan,
-                   after_sink=lambda b: versions.__setitem__(b, table_version(spark, plan.sink.table)))
+                   after_sink=lambda b: versions.__setitem__(b, latest_version(spark, plan.sink.table)))
     finally:
         stop.set()
         writer.join()

@@ -34,7 +34,8 @@ from sqlflow.plan import COMMIT_LOG, BatchPlan, RoutedPlan, Sink
 from sqlflow.runtime import quarantine as Q
 from sqlflow.runtime import snapshot
 from sqlflow.runtime.analysis_errors import model_errors
-from sqlflow.runtime.sinks import WriteResult, quote, table_version, write
+from sqlflow.runtime.deltalog import latest_version
+from sqlflow.runtime.sinks import WriteResult, quote, write
 
 try:  # a JVM error pyspark does not translate arrives as Py4JJavaError (not with Spark Connect)
     from py4j.protocol import Py4JJavaError
@@ -191,7 +192,7 @@ def _bind_inputs(spark: SparkSession, plan: BatchPlan, dates: DateRange | None,
     unpersists) because both the quarantine write and the model SQL consume them."""
     reads, quarantined = [], []
     for b in plan.sources:
-        version = table_version(spark, b.relation)
+        version = latest_version(spark, b.relation)
         if not b.view:
             reads.append(InputRead(b.relation, version))
             continue

@@ -68,10 +68,10 @@ def describe(spark: SparkSession, table: str) -> TableInfo:
 def latest_version(spark: SparkSession, table: str, location: str | None = None) -> int | None:
     """The latest Delta version of `table`; None when it does not exist or is not Delta.
     `location`: the folder of a table the caller already knows is Delta (saves a catalog
-    look-up; the format is not checked again)."""
-    if not spark.catalog.tableExists(table):
-        return None
+    look-up; neither its existence nor its format is checked again)."""
     if location is None:
+        if not spark.catalog.tableExists(table):
+            return None
         info = describe(spark, table)
         if info.format != "delta":
             return None

@@ -53,7 +53,7 @@ from sqlflow.runtime import quarantine as Q
 from sqlflow.runtime import snapshot, state
 from sqlflow.runtime.analysis_errors import model_errors
 from sqlflow.runtime.batchfn import BatchFunction, Phases
-from sqlflow.runtime.sinks import BatchId, WriteResult, committed, table_version, write
+from sqlflow.runtime.sinks import BatchId, WriteResult, committed, write
 
 SIDE = "__side"
 
@@ -501,7 +501,7 @@ def _plain(offset: offsets.Offset | None) -> dict | None:
 def _find_commit(spark: SparkSession, sink: Sink, batch: BatchId, look_back: int = 50) -> WriteResult | None:
     """The WriteResult of the sink commit made by `batch` (its Delta `txn` action), searched
     in the table's last `look_back` commits."""
-    latest = table_version(spark, sink.table)
+    latest = deltalog.latest_version(spark, sink.table)
     if latest is None:
         return None
     location = deltalog.describe(spark, sink.table).location

@@ -409,7 +409,7 @@ def run_routed_batch(ctx, plan: RoutedPlan, *, start: date | None = None, end: d
     rows before its write (tests check they read the cache, not the input)."""
     from sqlflow.runtime.batch import (DateRange, InputRead, RunResult, _count_quarantine, _read,
                                        _write_quarantine, range_predicate)
-    from sqlflow.runtime.sinks import table_version
+    from sqlflow.runtime.deltalog import latest_version
 
     spark, b = ctx.spark, plan.sources[0]
     dates = DateRange.of(start, end)
@@ -417,7 +417,7 @@ def run_routed_batch(ctx, plan: RoutedPlan, *, start: date | None = None, end: d
     if not spark.catalog.tableExists(b.relation):
         raise SqlflowError(f"routed group `{plan.model}`: input table `{b.relation}` does not exist",
                            location=Location(plan.path), hint="run its parent first")
-    version = table_version(spark, b.relation)
+    version = latest_version(spark, b.relation)
     rows, view = _read(spark, b.relation, version).persist(), None
     run_id = f"batch-{uuid.uuid4().hex[:12]}"
     results, writes, hours = [], [], set()

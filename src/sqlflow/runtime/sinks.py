@@ -184,11 +184,6 @@ def _records(add: dict) -> int | None:
     return json.loads(stats).get("numRecords") if stats else None
 
 
-def table_version(spark: SparkSession, table: str) -> int | None:
-    """The latest Delta version of `table`; None when it does not exist or is not Delta."""
-    return deltalog.latest_version(spark, table)
-
-
 def _existing(spark: SparkSession, sink: Sink) -> TableInfo | None:
     """The table as the catalog describes it before a write (None: not there yet); refuses a
     table that is not Delta, or is partitioned differently from the sink (unless the write

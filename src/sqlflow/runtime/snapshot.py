@@ -31,7 +31,8 @@ from pyspark.sql import functions as F
 from sqlflow.plan import COMMIT_LOG, BatchPlan, DimPlan, Sink, StreamPlan
 from sqlflow.runtime import commitlog as C
 from sqlflow.runtime import quarantine as Q
-from sqlflow.runtime.sinks import BatchId, WriteResult, quote, table_version, write
+from sqlflow.runtime.deltalog import latest_version
+from sqlflow.runtime.sinks import BatchId, WriteResult, quote, write
 
 MISSING = "dim_missing"
 
@@ -68,12 +69,12 @@ def pin(spark: SparkSession, dim: DimPlan) -> Snapshot:
     for d in dim.dims:
         if d.ready_marker:
             sync_markers(spark, d.relation, d.partition_column, d.ready_marker)
-    log_version = table_version(spark, COMMIT_LOG)
+    log_version = latest_version(spark, COMMIT_LOG)
     spark.sql(f"SELECT * FROM {quote(COMMIT_LOG)} VERSION AS OF {log_version}"
               ).createOrReplaceTempView(dim.ready_view)
     versions = {}
     for d in dim.dims:
-        version = table_version(spark, d.relation)
+        version = latest_version(spark, d.relation)
         rows = (spark.table(d.relation) if version is None else
                 spark.sql(f"SELECT * FROM {quote(d.relation)} VERSION AS OF {version}"))
         rows.createOrReplaceTempView(d.view)
