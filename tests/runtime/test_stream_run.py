@@ -6,15 +6,19 @@ the batch run's quarantine rows (all but `origin`) in the quarantine table."""
 
 from __future__ import annotations
 
+import json
 import random
 import shutil
 from dataclasses import replace
 
 import pytest
+from pyspark.sql import functions as F
 
 from runtime.adkit import (CLICK_SCHEMA, IMP_SCHEMA, append, assert_same, at, chunks, click,
                            edge_cases, imp, random_rows, setup_projects)
 from sqlflow.errors import SqlflowError
+from sqlflow.plan import COMMIT_LOG
+from sqlflow.runtime import once
 from sqlflow.runtime.stream import run_stream
 
 pytestmark = pytest.mark.spark
@@ -99,6 +103,44 @@ def test_a_crash_inside_a_micro_batch_is_replayed_exactly_once(spark, setup, poi
     sink, quarantine = s.truth("attributed")
     assert_same(spark, plan.sink.table, sink)
     assert_same(spark, plan.quarantine, quarantine, drop=("origin",))
+
+
+def test_a_checkpoint_from_before_the_journal_replays_its_last_batch_by_delta_txn(spark, setup, monkeypatch):
+    """A checkpoint without a journal (sqlflow before `runtime.once`: every append decided by
+    Delta's txn) crashed after the sink write of batch 1. The restart decides batch 1 by Delta's
+    txn, so nothing is written twice, and journals the batches after it."""
+    s = setup
+    imps, clicks = edge_cases()
+    plan = s.stream_plans["attributed"]
+    checkpoint = s.stream.project_dir / ".sqlflow" / "checkpoints" / "attributed"
+
+    def crash(batch_id):
+        raise RuntimeError(f"simulated crash after the sink write of batch {batch_id}")
+
+    with monkeypatch.context() as before_the_journal:
+        before_the_journal.setattr(once.Journal, "open", staticmethod(lambda checkpoint, next_batch: None))
+        append(spark, f"{s.ods}.imps", imps[:7], IMP_SCHEMA)
+        append(spark, f"{s.ods}.clicks", clicks[:3], CLICK_SCHEMA)
+        assert [b.batch_id for b in run_stream(s.stream, plan).batches] == [0]
+        append(spark, f"{s.ods}.imps", imps[7:], IMP_SCHEMA)
+        append(spark, f"{s.ods}.clicks", clicks[3:], CLICK_SCHEMA)
+        with pytest.raises(SqlflowError, match="simulated crash"):
+            run_stream(s.stream, plan, after_sink=crash)
+    assert not (checkpoint / once.FOLDER).exists()
+
+    replay = run_stream(s.stream, plan).batches
+    assert [(b.batch_id, b.replayed) for b in replay] == [(1, True)]
+    assert once.Journal.open(checkpoint, 99).start == 2  # batches 0 and 1 stay Delta's
+    append(spark, f"{s.ods}.clicks", [click("lower", at(1, 10, 5)), click("dup", at(1, 15, 2))], CLICK_SCHEMA)
+    assert [b.batch_id for b in run_stream(s.stream, plan).batches] == [2]
+    sink, quarantine = s.truth("attributed")
+    assert_same(spark, plan.sink.table, sink)
+    assert_same(spark, plan.quarantine, quarantine, drop=("origin",))
+    query = json.loads((checkpoint / "metadata").read_text().splitlines()[0])["id"]
+    logged = (spark.table(COMMIT_LOG).where(F.col("run_id") == f"attributed@{query}")
+              .groupBy("batch_id", "partition", "kind").count().collect())
+    assert sorted({r["batch_id"] for r in logged}) == [0, 1, 2]
+    assert [tuple(r) for r in logged if r["count"] != 1] == []
 
 
 def test_cli_runs_a_bounded_stream_and_prints_each_micro_batch(spark, setup):

@@ -15,12 +15,13 @@ objects (input relation -> Delta version or stream offsets; dimension relation -
 partitions used with row counts). Readers: dimension readiness (`ready_partitions`),
 `sqlflow status` and `sqlflow repair` (`open_partitions`), downstream schedulers.
 
-Appends from a stream are idempotent per (query, batch id) through Delta's
-`txnAppId`/`txnVersion`, like every other stream write.
+Appends from a stream are exactly once per (query, batch id), like every other stream write:
+through the query's journal (`sqlflow.runtime.once`), else Delta's `txnAppId`/`txnVersion`.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -32,6 +33,7 @@ from pyspark.sql.types import (BooleanType, LongType, StringType, StructField, S
                                TimestampType)
 
 from sqlflow.plan import COMMIT_LOG
+from sqlflow.runtime import deltalog, once
 from sqlflow.runtime.sinks import BatchId, WriteResult
 
 
@@ -139,8 +141,9 @@ def ensure(spark: SparkSession, table: str = COMMIT_LOG) -> None:
 
 def append(spark: SparkSession, entries: Iterable[Entry], *, batch: BatchId | None = None,
            table: str = COMMIT_LOG) -> int:
-    """Append `entries`; with `batch` a replay of the same batch id adds nothing (Delta
-    `txnAppId`/`txnVersion`). Returns the number of rows appended."""
+    """Append `entries`; with `batch` a replay of the same batch id adds nothing (the app
+    `<app>__commit_log`, exactly once as `sqlflow.runtime.once` says). Returns the number of
+    rows appended (0 for a replay)."""
     now = datetime.now(timezone.utc).replace(tzinfo=None)
     rows = [e.as_row(now) for e in entries]
     if not rows:
@@ -148,8 +151,12 @@ def append(spark: SparkSession, entries: Iterable[Entry], *, batch: BatchId | No
     ensure(spark, table)
     writer = spark.createDataFrame(rows, SCHEMA).writeTo(table)
     if batch is not None:
-        writer = (writer.option("txnAppId", f"{batch.app_id}__commit_log")
-                  .option("txnVersion", str(batch.batch_id)))
+        batch = dataclasses.replace(batch, app_id=f"{batch.app_id}__commit_log")
+        if batch.journal is not None:
+            before = deltalog.latest_version(spark, table)
+            if once.done(spark, table, batch, before) is not None:
+                return 0
+        writer = writer.options(**once.options(batch))
     writer.append()
     return len(rows)
 

@@ -48,7 +48,7 @@ from pyspark.sql.types import StructType, TimestampType
 
 from sqlflow.errors import Location
 from sqlflow.plan import PruneRange, Sink, SourceBinding, StreamPlan
-from sqlflow.runtime import commitlog, deltalog, offsets, older, padding
+from sqlflow.runtime import commitlog, deltalog, offsets, older, once, padding
 from sqlflow.runtime import quarantine as Q
 from sqlflow.runtime import snapshot, state
 from sqlflow.runtime.analysis_errors import model_errors
@@ -117,6 +117,8 @@ class MicroBatch(BatchFunction):
                                                 for b in sides], copy_all=bool(self.outer),
                                    location=Location(plan.path))
         self.progress = padding.progress_table(plan.sink.table, plan.model)
+        # exactly-once appends: the query's journal, opened before the query plans a batch
+        self.journal = once.Journal.open(checkpoint, offsets.next_batch(checkpoint)) if checkpoint else None
         self.reports: list[BatchReport] = []
         self.lock = threading.RLock()
         self._cached: list[DataFrame] = []  # padding frames of the running step
@@ -148,14 +150,14 @@ class MicroBatch(BatchFunction):
                 parts.append(split.quarantine)
             app = self.app_id()
             with phase("dimensions"):
-                dims = snapshot.begin(spark, plan, BatchId(app, batch_id))  # pinned dimensions (2.3)
+                dims = snapshot.begin(spark, plan, self._id(app, batch_id))  # pinned dimensions (2.3)
             reasons = stats.reasons
             quarantined = sum(reasons.values())
             if quarantined:
                 with phase("quarantine"):
                     q_sink = Sink(plan.quarantine, "append_once", Q.PARTITION_BY)
                     write(spark, q_sink, reduce(DataFrame.unionByName, parts),
-                          batch=BatchId(f"{app}__quarantine", batch_id))
+                          batch=self._id(f"{app}__quarantine", batch_id))
             with phase("prune"):
                 for b in self.sides:
                     if b.old_view:
@@ -170,7 +172,7 @@ class MicroBatch(BatchFunction):
                     rows, now, pads, dirty = self._outer(spark, rows, batch_id, clean, counts,
                                                          stats.max_ingest)
             with phase("sink"):
-                written = write(spark, plan.sink, rows, batch=BatchId(app, batch_id))
+                written = write(spark, plan.sink, rows, batch=self._id(app, batch_id))
             if self.after_sink:
                 self.after_sink(batch_id)
             with phase("state"):
@@ -185,7 +187,7 @@ class MicroBatch(BatchFunction):
             if self.after_state:
                 self.after_state(batch_id)
             with phase("commit log"):
-                out = self._log(spark, written, BatchId(app, batch_id), dirty, dims=dims,
+                out = self._log(spark, written, self._id(app, batch_id), dirty, dims=dims,
                                 inputs=self._offsets(batch_id), quarantined=quarantined,
                                 late=reasons.get("late", 0))
         finally:
@@ -225,6 +227,14 @@ class MicroBatch(BatchFunction):
         rows = Q.split(older.table_at(spark, b.relation, source.base, schema), b,
                        model=self.plan.model, origin="").clean
         return (rows.where(keep) if keep is not None else rows).unionByName(copies)
+
+    def _id(self, app: str, batch_id: int, step: int | None = None) -> BatchId:
+        """The identity of an exactly-once append of batch `step` (default: `batch_id`), with
+        the query's journal when it decides that batch (`once.Journal.decides`)."""
+        journal = self.journal
+        if journal is not None and not journal.decides(batch_id if step is None else step):
+            journal = None
+        return BatchId(app, batch_id, journal)
 
     def _report(self, report: BatchReport) -> None:
         self.reports.append(report)
@@ -271,34 +281,40 @@ class MicroBatch(BatchFunction):
         return reduce(DataFrame.unionByName, frames), now, pads, dirty
 
     def _stats(self, sides: list[DataFrame]) -> "Stats":
-        """What the step needs to know about its new rows, in ONE Spark job over the cached
-        batch: rows per input, quarantine reasons, the event-time range of each prune range's
-        other side and each input's max ingest time (both over clean rows)."""
+        """What the step needs to know about its new rows, in ONE Spark job over the batch:
+        rows per input, quarantine reasons, the event-time range of each prune range's other
+        side and each input's max ingest time (both over clean rows). Each input is one global
+        aggregate of conditional counts and extremes: no grouping key, so no hash table."""
         ranges = self._ranges()
         frames = []
         for k, b in enumerate(self.sides):
             rows = sides[k]
             times = Q.event_times(rows, b, model=self.plan.model)
-            columns = [F.lit(k).alias("side"), Q.reason_of(times, b).alias("reason"),
-                       F.unix_micros(times.ingest).alias("ingest")]
-            columns += [(_micros(rows, r.other_column) if r.other == b.relation
-                         else F.lit(None).cast("bigint")).alias(f"t{j}") for j, r in enumerate(ranges)]
-            frames.append(rows.select(*columns))
-        aggs = [F.count(F.lit(1)).alias("n"), F.max("ingest").alias("ingest")]
-        for j in range(len(ranges)):
-            aggs += [F.min(f"t{j}").alias(f"low{j}"), F.max(f"t{j}").alias(f"high{j}")]
-        groups = reduce(DataFrame.unionByName, frames).groupBy("side", "reason").agg(*aggs).collect()
-        stats = Stats()
-        for g in groups:
-            k, n = g["side"], g["n"]
-            stats.rows[k] = stats.rows.get(k, 0) + n
-            if g["reason"] is not None:
-                stats.reasons[g["reason"]] = stats.reasons.get(g["reason"], 0) + n
-                continue
-            stats.max_ingest[self.sides[k].relation] = g["ingest"]
+            reason = Q.reason_of(times, b)
+            clean = reason.isNull()
+            aggs = [F.count(F.lit(1)).alias("n"),
+                    F.max(F.when(clean, F.unix_micros(times.ingest))).alias("ingest")]
+            aggs += [F.count_if(reason == r).alias(r) for r in Q.REASONS]
             for j, r in enumerate(ranges):
-                if r.other == self.sides[k].relation and g[f"low{j}"] is not None:
-                    stats.bounds[r] = (g[f"low{j}"], g[f"high{j}"])
+                if r.other == b.relation:
+                    t = _micros(rows, r.other_column)
+                    aggs += [F.min(F.when(clean, t)).alias(f"low{j}"), F.max(F.when(clean, t)).alias(f"high{j}")]
+                else:
+                    aggs += [F.lit(None).cast("bigint").alias(f"low{j}"), F.lit(None).cast("bigint").alias(f"high{j}")]
+            frames.append(rows.agg(*aggs).select(F.lit(k).alias("side"), "*"))
+        stats = Stats()
+        for g in reduce(DataFrame.unionByName, frames).collect():
+            k, n = g["side"], g["n"]
+            relation = self.sides[k].relation
+            stats.rows[k] = n
+            for r in Q.REASONS:
+                if g[r]:
+                    stats.reasons[r] = stats.reasons.get(r, 0) + g[r]
+            if n > sum(g[r] for r in Q.REASONS):  # the input has clean rows
+                stats.max_ingest[relation] = g["ingest"]
+                for j, r in enumerate(ranges):
+                    if r.other == relation and g[f"low{j}"] is not None:
+                        stats.bounds[r] = (g[f"low{j}"], g[f"high{j}"])
         for b in self.sides:
             if b.ingest_time:
                 stats.max_ingest.setdefault(b.relation, None)
@@ -411,7 +427,8 @@ class MicroBatch(BatchFunction):
                 frames.append(padding.padded(
                     spark, side, padding.without_batch(pending, self.schemas[side.binding.relation]),
                     other, state.empty(spark, self.schemas[o.relation])))
-            batch = BatchId(f"{self.app_id()}__close", now.batch * padding.CLOSE_STEP + now.seq)
+            batch = self._id(f"{self.app_id()}__close", now.batch * padding.CLOSE_STEP + now.seq,
+                             step=now.batch)
             out = write(spark, plan.sink, reduce(DataFrame.unionByName, frames), batch=batch)
             out = self._log(spark, out, batch, [], inputs={}, quarantined=0, late=0)
             padding.mark_done(spark, self.progress, now.batch, now.seq, kind)
@@ -432,7 +449,7 @@ class MicroBatch(BatchFunction):
         Delta: its partitions are read from its commit, and returned (marked skipped) for the
         batch's report. `dims`: the micro-batch's pinned dimension snapshot (its rows carry the
         dimension partitions used and the provisional flag, DESIGN 2.3)."""
-        if out.skipped:
+        if out.skipped and out.version is None:
             found = _find_commit(spark, self.plan.sink, batch)
             out = dataclasses.replace(found, skipped=True) if found else out
         entries = []
@@ -499,18 +516,15 @@ def _plain(offset: offsets.Offset | None) -> dict | None:
 
 
 def _find_commit(spark: SparkSession, sink: Sink, batch: BatchId, look_back: int = 50) -> WriteResult | None:
-    """The WriteResult of the sink commit made by `batch` (its Delta `txn` action), searched
-    in the table's last `look_back` commits."""
+    """The WriteResult of the sink commit made by `batch` (its marker or Delta `txn` action,
+    `once.find`), searched in the table's last `look_back` commits."""
     latest = deltalog.latest_version(spark, sink.table)
     if latest is None:
         return None
     location = deltalog.describe(spark, sink.table).location
-    versions = list(range(max(0, latest - look_back + 1), latest + 1))
-    for version, action in deltalog.commit_actions(spark, location, versions):
-        txn = action.get("txn") or {}
-        if txn.get("appId") == batch.app_id and txn.get("version") == batch.batch_id:
-            return committed(spark, sink, version, location)
-    return None
+    version = once.find(spark, sink.table, location, batch.app_id, batch.batch_id,
+                        after=max(-1, latest - look_back), latest=latest)
+    return None if version is None else committed(spark, sink, version, location)
 
 
 def _micros(df: DataFrame, name: str) -> Column:

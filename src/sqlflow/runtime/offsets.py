@@ -21,6 +21,7 @@ offset is `(reservoirVersion v, index i, isStartingVersion s)`:
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -58,6 +59,13 @@ def read(checkpoint: Path, batch_id: int) -> list[Offset | None]:
         except (ValueError, KeyError, TypeError):
             out.append(None)
     return out
+
+
+def next_batch(checkpoint: Path) -> int:
+    """The first batch id the query's offset log does not hold (0 for a new query)."""
+    folder = checkpoint / "offsets"
+    ids = [int(n) for n in os.listdir(folder) if n.isdigit()] if folder.is_dir() else []
+    return max(ids, default=-1) + 1
 
 
 def delivered(offset: Offset | None) -> Delivered | None:

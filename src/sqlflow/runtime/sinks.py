@@ -8,7 +8,7 @@ batch and stream): the commit log (DESIGN 2.5) appends its row there, from the W
 | `overwrite_partitions` | replaces exactly the partitions present in the rows (Delta dynamic partition overwrite); with `replace_where`, replaces every row matching it instead (Delta `replaceWhere`: a backfill range, emptied partitions included) |
 | `replace`              | replaces the whole table, schema included (`CREATE OR REPLACE ... AS SELECT`) |
 | `view`                 | `CREATE OR REPLACE VIEW` over the SQL                                 |
-| `append_once`          | appends, idempotent per `(app_id, batch_id)`: Delta's `txnAppId`/`txnVersion` skip a batch id at or below the last one committed |
+| `append_once`          | appends, exactly once per `(app_id, batch_id)`: with a journal, a retry finds its earlier commit by the marker in the commit (`sqlflow.runtime.once`); without, Delta's `txnAppId`/`txnVersion` skip a batch id at or below the last one committed |
 
 A table that does not exist is created (its database too), partitioned as the sink says, on
 the first write, even when the rows are empty. sqlflow assumes it is the only writer of its
@@ -18,6 +18,7 @@ reads the log without a Spark job where it can).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from dataclasses import dataclass
 
@@ -27,7 +28,7 @@ from pyspark.sql import functions as F
 
 from sqlflow.errors import SqlflowError
 from sqlflow.plan import Sink
-from sqlflow.runtime import deltalog
+from sqlflow.runtime import deltalog, once
 from sqlflow.runtime.deltalog import TableInfo, quote
 
 
@@ -64,10 +65,12 @@ class WriteResult:
 
 @dataclass(frozen=True)
 class BatchId:
-    """Identity of an `append_once` write: the writing query and its micro-batch id."""
+    """Identity of an `append_once` write: the writing query and its micro-batch id, and the
+    query's journal when it decides this batch (`once.Journal`; None: Delta's `txn` does)."""
 
     app_id: str
     batch_id: int
+    journal: once.Journal | None = None
 
 
 def write(spark: SparkSession, sink: Sink, rows: DataFrame | None = None, *, sql: str | None = None,
@@ -93,6 +96,10 @@ def write(spark: SparkSession, sink: Sink, rows: DataFrame | None = None, *, sql
         raise ValueError(f"a `{sink.write}` sink needs rows")
     info = _existing(spark, sink)
     before = None if info is None else deltalog.latest_version(spark, sink.table, info.location)
+    if sink.write == "append_once" and batch is not None and batch.journal is not None:
+        earlier = once.done(spark, sink.table, batch, before, info.location if info else None)
+        if earlier is not None:  # a retry: the batch is already in the table
+            return dataclasses.replace(committed(spark, sink, earlier, info.location), skipped=True)
     try:
         _dispatch(sink, rows, info is None, replace_where, batch,
                   optimize_write and bool(sink.partition_by))
@@ -124,8 +131,7 @@ def _dispatch(sink: Sink, rows: DataFrame, new: bool, replace_where: str | None,
             raise ValueError("an append_once write needs its BatchId")
         if new:
             _create(rows.limit(0), sink).create()
-        (_writer(rows, table, optimize).option("txnAppId", batch.app_id)
-         .option("txnVersion", str(batch.batch_id)).append())
+        _writer(rows, table, optimize).options(**once.options(batch)).append()
     else:
         raise ValueError(f"unknown sink write `{sink.write}`")
 

@@ -257,7 +257,7 @@ def _written(spark: SparkSession, sink: Sink, result: WriteResult) -> DataFrame 
 def append_missing(spark: SparkSession, plan: StreamPlan, rows: DataFrame, batch: BatchId) -> None:
     """Append a micro-batch's dim_missing rows to the quarantine table, once per batch id."""
     write(spark, Sink(plan.quarantine, "append_once", Q.PARTITION_BY), rows,
-          batch=BatchId(f"{batch.app_id}__dim_missing", batch.batch_id))
+          batch=BatchId(f"{batch.app_id}__dim_missing", batch.batch_id, batch.journal))
 
 
 # --- the two calls a micro-batch makes ------------------------------------------------------------

@@ -33,7 +33,7 @@ from pyspark.sql import functions as F
 
 from sqlflow.errors import Location, SqlflowError
 from sqlflow.plan import RoutedPlan, StreamPlan
-from sqlflow.runtime import older, padding, state
+from sqlflow.runtime import older, once, padding, state
 from sqlflow.runtime.batchfn import query_failed
 from sqlflow.runtime.microbatch import SIDE, BatchReport, MicroBatch, side_column
 
@@ -106,7 +106,8 @@ def start(ctx, plan: StreamPlan, *, trigger: str = AVAILABLE_NOW,
         state.refuse_rewrite(spark, plan, checkpoint)
         for table in (*tables.values(), padding.progress_table(plan.sink.table, plan.model)):
             state.drop(spark, table)
-        shutil.rmtree(checkpoint / older.FOLDER, ignore_errors=True)
+        for folder in (older.FOLDER, once.FOLDER):
+            shutil.rmtree(checkpoint / folder, ignore_errors=True)
         fresh = True
     else:
         fresh = False
