@@ -44,6 +44,9 @@ def test_ready_partitions_are_the_committed_ones(spark):
     assert C.ready_partitions(spark, "DIM.dim_user", table=LOG) == {"dt=2026-11-01"}
     assert C.ready_partitions(spark, "dim.dim_ad", table=LOG) == {"dt=2026-11-02"}
     assert C.ready_partitions(spark, "dim.none", table=LOG) == set()
+    # a log appended to by every micro-batch: Delta checkpoints it every 100 commits, not 10
+    props = {r["key"]: r["value"] for r in spark.sql(f"SHOW TBLPROPERTIES {LOG}").collect()}
+    assert props.get("delta.checkpointInterval") == str(C.CHECKPOINT_INTERVAL) == "100"
 
 
 def test_dirty_and_provisional_until_a_batch_rewrite_settles_them(spark):

@@ -26,6 +26,10 @@ rows (rows per input, quarantine reasons, prune ranges, ingest frontiers). For b
 Sink before state, and the old view reads batches `< b` only: whichever write a crash
 interrupted, a replay of `b` (same rows, Spark replays an uncommitted batch with the same
 offsets) skips what was committed and redoes the rest, and never sees its own rows as old.
+"Idempotent per batch id" is the query's journal (`sqlflow.runtime.once`, in the checkpoint):
+a write records its attempt first, and only a write that finds its record searches the
+table's newest commits for its marker; no write asks Delta for its last `txn` (that look-up
+rebuilds the table's state, about a second per write).
 
 Between micro-batches the run loop calls `flush` (end of a bounded run) and `idle_check`
 (interval triggers): steps that pad without new rows (`sqlflow.runtime.padding`). A lock

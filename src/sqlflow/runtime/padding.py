@@ -30,9 +30,9 @@ closes at exactly one step, and a replay of a step (same records before it) pads
 Crash safety: a micro-batch writes its padded rows with its own sink write (one Delta commit,
 idempotent per batch id) and records its step after the sink and state writes; a replay of
 the batch reads only the records of earlier steps. A flush or idle step records first and
-then writes (sink `txnAppId` `<app>__close`, `txnVersion` = `batch * 1e6 + seq`); the run
-redoes the last recorded one when it starts unless a `done` row says its write committed
-(the redo writes nothing if the commit is there after all).
+then writes (exactly once as app `<app>__close`, batch id `batch * 1e6 + seq`:
+`sqlflow.runtime.once`); the run redoes the last recorded one when it starts unless a `done`
+row says its write committed (the redo writes nothing if the commit is there after all).
 
 Divergence (DESIGN 2.7): a new row of O that matches a row of P closed at an earlier step,
 which had no match among O's older rows, shows that P's row was emitted padded although a
@@ -52,7 +52,7 @@ from pyspark.sql.types import (BooleanType, LongType, StringType, StructField, S
 from sqlflow.plan import SourceBinding, StreamPlan
 from sqlflow.runtime import state
 
-CLOSE_STEP = 1_000_000  # txnVersion of a flush/idle step: batch * CLOSE_STEP + seq
+CLOSE_STEP = 1_000_000  # write batch id of a flush/idle step: batch * CLOSE_STEP + seq
 
 PROGRESS_SCHEMA = StructType([
     StructField("batch", LongType(), False),
