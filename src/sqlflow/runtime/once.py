@@ -1,4 +1,5 @@
-"""Exactly-once appends of a stream query without Delta's transaction look-up (DESIGN 2.5).
+"""Exactly-once appends of a stream query without Delta's transaction look-up (DESIGN 2.9:
+"every write is idempotent per batch id").
 
 Delta makes an append idempotent with `txnAppId`/`txnVersion`: it skips a batch id at or below
 the last one the table recorded for that app. Delta 4.4 answers that look-up by rebuilding the
