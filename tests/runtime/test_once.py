@@ -9,6 +9,7 @@ import json
 
 import pytest
 
+from sqlflow.errors import SqlflowError
 from sqlflow.plan import Sink
 from sqlflow.runtime import commitlog as C
 from sqlflow.runtime import deltalog, once
@@ -43,6 +44,19 @@ def test_records_are_kept_per_app_and_table_and_pruned_to_the_newest(tmp_path):
     assert kept == [4, 5, 6] and len(kept) == once.KEEP
     assert journal.recorded("q@1__commit_log", "dw.m", 1) == 9  # another key is not pruned
     assert not list(tmp_path.glob(f"{once.FOLDER}/*.tmp"))
+
+
+def test_a_damaged_journal_file_is_an_error_with_a_fix(tmp_path):
+    journal = once.Journal.open(tmp_path, 0)
+    journal.record("q@1", "dw.m", 3, 7)
+    (path,) = [p for p in (tmp_path / once.FOLDER).iterdir() if p.name.endswith(".3")]
+    path.write_text("{not json")
+    with pytest.raises(SqlflowError, match="cannot be read") as err:
+        journal.recorded("q@1", "dw.m", 3)
+    assert str(path) in str(err.value) and "fresh query" in err.value.diagnostics[0].hint
+    (tmp_path / once.FOLDER / "start").write_text("x")
+    with pytest.raises(SqlflowError, match="journal file"):
+        once.Journal.open(tmp_path, 0)
 
 
 def test_a_journaled_append_carries_its_marker_and_no_delta_txn(tmp_path):

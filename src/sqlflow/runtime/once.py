@@ -35,6 +35,7 @@ from pathlib import Path
 
 from pyspark.sql import SparkSession
 
+from sqlflow.errors import SqlflowError
 from sqlflow.runtime import deltalog
 
 FOLDER = "sqlflow_once"
@@ -63,7 +64,7 @@ class Journal:
         folder = checkpoint / FOLDER
         path = folder / _START
         if path.is_file():
-            return Journal(folder, int(path.read_text().strip()))
+            return Journal(folder, _read(path, lambda text: int(text.strip())))
         folder.mkdir(parents=True, exist_ok=True)
         _write(path, str(next_batch))
         return Journal(folder, next_batch)
@@ -78,7 +79,7 @@ class Journal:
         path = self.folder / f"{_key(app_id, table)}.{batch_id}"
         if not path.is_file():
             return None
-        return int(json.loads(path.read_text())["before"])
+        return _read(path, lambda text: int(json.loads(text)["before"]))
 
     def record(self, app_id: str, table: str, batch_id: int, before: int | None) -> None:
         """Record an attempt before its append; keep the newest KEEP records of the key."""
@@ -143,6 +144,18 @@ def _parse(text: str | None) -> dict | None:
         return json.loads(text) if text else None
     except ValueError:
         return None
+
+
+def _read(path: Path, parse):
+    """`parse` of the journal file `path`; an unreadable one is an error with a fix (sqlflow
+    writes them whole: it was edited or damaged)."""
+    try:
+        return parse(path.read_text())
+    except (ValueError, KeyError, TypeError) as exc:
+        raise SqlflowError(
+            f"the stream checkpoint's exactly-once journal file `{path}` cannot be read ({exc})",
+            hint="restore the checkpoint folder from a backup, or drop the sink table and "
+                 "delete the checkpoint folder to rebuild the model from a fresh query") from exc
 
 
 def _key(app_id: str, table: str) -> str:
