@@ -47,6 +47,8 @@ def test_ready_partitions_are_the_committed_ones(spark):
     # a log appended to by every micro-batch: Delta checkpoints it every 100 commits, not 10
     props = {r["key"]: r["value"] for r in spark.sql(f"SHOW TBLPROPERTIES {LOG}").collect()}
     assert props.get("delta.checkpointInterval") == str(C.CHECKPOINT_INTERVAL) == "100"
+    # each append is one file, however many rows (spark.default.parallelism would make 4)
+    assert spark.sql(f"DESCRIBE DETAIL {LOG}").collect()[0]["numFiles"] == 1
 
 
 def test_dirty_and_provisional_until_a_batch_rewrite_settles_them(spark):

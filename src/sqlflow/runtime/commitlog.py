@@ -157,7 +157,9 @@ def append(spark: SparkSession, entries: Iterable[Entry], *, batch: BatchId | No
     if not rows:
         return 0
     ensure(spark, table)
-    writer = spark.createDataFrame(rows, SCHEMA).writeTo(table)
+    # one file per append: a few rows spread over `spark.default.parallelism` tasks made as
+    # many tiny files, which every reader of the log (readiness, status) then opens
+    writer = spark.createDataFrame(rows, SCHEMA).coalesce(1).writeTo(table)
     if batch is not None:
         batch = dataclasses.replace(batch, app_id=f"{batch.app_id}__commit_log")
         if batch.journal is not None:

@@ -78,10 +78,13 @@ def write(spark: SparkSession, sink: Sink, rows: DataFrame | None = None, *, sql
           optimize_write: bool = True) -> WriteResult:
     """Write `rows` (or, for a `view`, `sql`) to `sink` and say what was committed.
 
-    A partitioned table is written with Delta's optimized write (`optimize_write`): one shuffle
-    bins the rows by partition, so a write adds about one file per partition it touches instead
-    of one per partition per task, and costs less for it (each file is a Parquet footer and a
-    statistics pass). Routing shapes its own files and turns it off.
+    A partitioned table is written rebalanced by its partition columns (`optimize_write`):
+    one shuffle sends each partition's rows to one task (Spark's adaptive execution splits a
+    partition too big for one task and merges small ones), so a write adds about one file per
+    partition it touches instead of one per partition per task, and costs less for it (each
+    file is a Parquet footer and a statistics pass). Delta's own optimized write gives the same
+    files but runs one task per partition: 47 tasks for a 4M-row catch-up micro-batch, about
+    1.2 s more on two cores. Routing shapes its own files and turns it off.
     """
     if sink.write != "view" and sink.file_format != "delta":
         raise SqlflowError(f"table `{sink.table}` is configured as `{sink.file_format}`; sqlflow "
@@ -101,8 +104,9 @@ def write(spark: SparkSession, sink: Sink, rows: DataFrame | None = None, *, sql
         if earlier is not None:  # a retry: the batch is already in the table
             return dataclasses.replace(committed(spark, sink, earlier, info.location), skipped=True)
     try:
-        _dispatch(sink, rows, info is None, replace_where, batch,
-                  optimize_write and bool(sink.partition_by))
+        if optimize_write and sink.partition_by:
+            rows = rows.hint("rebalance", *[F.col(f"`{c}`") for c in sink.partition_by])
+        _dispatch(sink, rows, info is None, replace_where, batch)
     except AnalysisException as exc:
         raise SqlflowError(f"cannot write `{sink.table}`: {str(exc).splitlines()[0]}",
                            hint="if the model's columns changed, drop the table "
@@ -115,34 +119,29 @@ def write(spark: SparkSession, sink: Sink, rows: DataFrame | None = None, *, sql
 
 
 def _dispatch(sink: Sink, rows: DataFrame, new: bool, replace_where: str | None,
-              batch: BatchId | None, optimize: bool) -> None:
+              batch: BatchId | None) -> None:
     table = sink.table
     if sink.write == "replace":
-        _create(rows, sink, optimize).createOrReplace()
+        _create(rows, sink).createOrReplace()
     elif sink.write == "overwrite_partitions":
         if new:
-            _create(rows, sink, optimize).create()
+            _create(rows, sink).create()
         elif replace_where:
-            _writer(rows, table, optimize).overwrite(F.expr(replace_where))
+            rows.writeTo(table).overwrite(F.expr(replace_where))
         else:
-            _writer(rows, table, optimize).overwritePartitions()
+            rows.writeTo(table).overwritePartitions()
     elif sink.write == "append_once":
         if batch is None:
             raise ValueError("an append_once write needs its BatchId")
         if new:
             _create(rows.limit(0), sink).create()
-        _writer(rows, table, optimize).options(**once.options(batch)).append()
+        rows.writeTo(table).options(**once.options(batch)).append()
     else:
         raise ValueError(f"unknown sink write `{sink.write}`")
 
 
-def _writer(rows: DataFrame, table: str, optimize: bool):
-    writer = rows.writeTo(table)
-    return writer.option("optimizeWrite", "true") if optimize else writer
-
-
-def _create(rows: DataFrame, sink: Sink, optimize: bool = False):
-    writer = _writer(rows, sink.table, optimize).using("delta")
+def _create(rows: DataFrame, sink: Sink):
+    writer = rows.writeTo(sink.table).using("delta")
     if sink.partition_by:
         writer = writer.partitionedBy(*[F.col(c) for c in sink.partition_by])
     return writer
