@@ -38,9 +38,11 @@ from helpers import events_sources_yml, make_project, stop_query
 from sqlflow.compiler import compile_project
 from sqlflow.context import Context
 from sqlflow.errors import SqlflowError
-from sqlflow.runtime import commitlog
+from sqlflow.plan import COMMIT_LOG
+from sqlflow.runtime import commitlog, deltalog, once
 from sqlflow.runtime.compaction import compact
-from sqlflow.runtime.routing import DIRTY_REASON, last_report, run_routed_batch, run_routed_stream
+from sqlflow.runtime.routing import (DIRTY_REASON, last_report, progress_table, run_routed_batch,
+                                     run_routed_stream)
 from sqlflow.verify_outputs import routed_selection
 
 pytestmark = pytest.mark.spark
@@ -219,6 +221,20 @@ def test_stream_with_a_crash_between_targets_equals_the_batch_plan(spark, setup,
     stream_tables = [t.sink.table for t in s.stream_plan.targets]
     assert commits(spark, s.stream_plan) == {(t, h) for t in stream_tables for h in want}
     assert dict(hook.posts) == {h: 1 for h in want}
+    # the replay skipped targets 0 and 1 through the query's journal, not Delta's txn: no
+    # append of this query carries a txn action
+    checkpoint = s.stream.project_dir / (plan.checkpoint or f".sqlflow/checkpoints/route__{plan.model}")
+    assert once.Journal.open(checkpoint, 99).start == 0
+    query = json.loads((checkpoint / "metadata").read_text().splitlines()[0])["id"]
+    app = f"{plan.model}@{query}"
+    for table in [*stream_tables, plan.quarantine, COMMIT_LOG, progress_table(plan)]:
+        if not spark.catalog.tableExists(table):
+            continue
+        location = deltalog.describe(spark, table).location
+        versions = list(range(deltalog.latest_version(spark, table, location) + 1))
+        txns = [a["txn"] for _, a in deltalog.commit_actions(spark, location, versions)
+                if a.get("txn", {}).get("appId", "").startswith(app)]
+        assert txns == [], table
 
 
 def test_no_commit_while_a_target_of_the_hour_is_unwritten(spark, setup, hook, tmp_path):

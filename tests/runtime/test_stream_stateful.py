@@ -9,15 +9,19 @@ in the commit log."""
 from __future__ import annotations
 
 import dataclasses
+import json
 import random
 
 import pytest
+from pyspark.sql import functions as F
 
 from helpers import ad_sources_yml, make_project
 from runtime.adkit import (CLICK_SCHEMA, IMP_SCHEMA, append, assert_same, at, chunks, click, edge_cases, imp,
                            random_rows, setup_projects)
 from sqlflow.compiler import compile_project
-from sqlflow.runtime import commitlog
+from sqlflow.errors import SqlflowError
+from sqlflow.plan import COMMIT_LOG
+from sqlflow.runtime import commitlog, deltalog, once
 from sqlflow.runtime.stream import run_stream
 
 pytestmark = pytest.mark.spark
@@ -98,6 +102,44 @@ def test_inner_and_left_outer_joins_equal_the_batch_plan_after_a_bounded_run(spa
     padded = {r["req_id"] for r in samples.where("NOT clicked").collect()}
     assert "lower" not in padded and "upper" not in padded and "midnight" not in padded
     assert {"below", "above", None} <= padded  # one µs outside each bound, NULL key: padded
+
+
+def test_a_crash_after_the_sink_write_replays_the_batch_once_through_the_journal(spark, setup):
+    """A crash after batch 0 appended its quarantine and sink rows (the commit log not yet):
+    the restart replays batch 0, the query's journal finds both appends by their marker and
+    skips them, and the run ends with exactly the batch plan's rows, each batch logged once.
+    No append of the query consults Delta's txn (the journal decides every batch id)."""
+    s = setup
+    plan = s.stream_plans["attributed"]
+    imps, clicks = rows(11)
+    append(spark, f"{s.ods}.imps", imps, IMP_SCHEMA)
+    append(spark, f"{s.ods}.clicks", clicks, CLICK_SCHEMA)
+
+    def crash(batch_id):
+        raise RuntimeError(f"simulated crash after the sink write of batch {batch_id}")
+
+    with pytest.raises(SqlflowError, match="simulated crash"):
+        run_stream(s.stream, plan, after_sink=crash)
+    assert spark.table(plan.sink.table).count() > 0 and spark.table(plan.quarantine).count() > 0
+    replay = run_stream(s.stream, plan).batches
+    assert (replay[0].batch_id, replay[0].replayed) == (0, True)
+    sink, quarantine = s.truth("attributed")
+    assert_same(spark, plan.sink.table, sink)
+    assert_same(spark, plan.quarantine, quarantine, drop=("origin",))
+    checkpoint = s.stream.project_dir / ".sqlflow" / "checkpoints" / "attributed"
+    assert once.Journal.open(checkpoint, 99).start == 0
+    query = json.loads((checkpoint / "metadata").read_text().splitlines()[0])["id"]
+    app = f"attributed@{query}"
+    logged = (spark.table(COMMIT_LOG).where(F.col("run_id") == app)
+              .groupBy("batch_id", "partition", "kind").count().collect())
+    assert 0 in {r["batch_id"] for r in logged}
+    assert [tuple(r) for r in logged if r["count"] != 1] == []
+    for table in (plan.sink.table, plan.quarantine, COMMIT_LOG):
+        location = deltalog.describe(spark, table).location
+        versions = list(range(deltalog.latest_version(spark, table, location) + 1))
+        txns = [a["txn"] for _, a in deltalog.commit_actions(spark, location, versions)
+                if a.get("txn", {}).get("appId", "").startswith(app)]
+        assert txns == [], table
 
 
 def test_a_row_spark_drops_behind_the_watermark_marks_its_partition_dirty(spark, setup):

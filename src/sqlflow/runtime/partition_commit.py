@@ -26,6 +26,7 @@ being appended would repeat it, and the body carries `run_id` and `partition` to
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -100,8 +101,8 @@ def commit(spark: SparkSession, plan: RoutedPlan, hours: list[str], *, mode: str
                      reason="partition commit")
                for h in hours for name, t in tables.items() if (name, h) not in have]
     if entries:
-        commitlog.append(spark, entries, batch=BatchId(f"{batch.app_id}::commit", batch.batch_id)
-                         if batch else None)
+        commitlog.append(spark, entries, batch=dataclasses.replace(batch, app_id=f"{batch.app_id}::commit")
+                         if batch else None)  # `replace` keeps the query's journal
     if plan.commit.success_marker:
         for t in plan.targets:
             for h in hours:

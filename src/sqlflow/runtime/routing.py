@@ -5,10 +5,11 @@ checkpoint (`.sqlflow/checkpoints/route__<group>`). Each micro-batch `b`:
 1. caches the new rows, splits them by the quarantine rule and appends the quarantine rows to
    `<group>__quarantine` (idempotent per batch id);
 2. for each target in order: counts its rows per partition, shapes them to the file budget
-   (`sqlflow.runtime.filebudget`) and appends them, idempotent per target: Delta `txnAppId` =
-   `<group>@<query id>::<model>`, `txnVersion` = `b`. A crash between target k and k+1 replays
-   `b` with the same rows: targets up to k skip their append, the others write it. Then it
-   appends the commit log's `write` rows of that target (idempotent the same way);
+   (`sqlflow.runtime.filebudget`) and appends them, idempotent per target (app
+   `<group>@<query id>::<model>`, batch id `b`, through the query's exactly-once journal,
+   `sqlflow.runtime.once`). A crash between target k and k+1 replays `b` with the same rows:
+   targets up to k skip their append, the others write it. Then it appends the commit log's
+   `write` rows of that target (idempotent the same way);
 3. records the batch's ingest frontier and the hours it touched in
    `<schema>.__sqlflow_route__<group>` (idempotent per batch id);
 4. commits every hour the watermark has closed (`sqlflow.runtime.partition_commit`).
@@ -28,6 +29,7 @@ partitions (a `--start/--end` range with `replaceWhere`), then every hour writte
 
 from __future__ import annotations
 
+import shutil
 import time
 import uuid
 from dataclasses import dataclass
@@ -41,7 +43,7 @@ from pyspark.sql import functions as F
 
 from sqlflow.errors import Location, SqlflowError
 from sqlflow.plan import RoutedPlan, RouteTarget, Sink
-from sqlflow.runtime import commitlog
+from sqlflow.runtime import commitlog, offsets, once
 from sqlflow.runtime import filebudget as FB
 from sqlflow.runtime import partition_commit as PC
 from sqlflow.runtime import quarantine as Q
@@ -173,7 +175,7 @@ class _Targets:
         result = write(spark, sink, shaped, batch=batch, replace_where=replace_where,
                        optimize_write=False)  # `shaped` is already binned by the file budget
         written = {p.spec: p for p in result.partitions}  # what the commit added, per partition
-        for p in written.values():
+        for p in written.values() if not result.skipped else ():  # a replay: learned already
             self.sizes[t.model].learn(p.spec, p.bytes, p.rows)
         parts = tuple(PartitionFiles(spec, b.rows, b.files, written[spec].files if spec in written else 0,
                                      written[spec].bytes if spec in written else 0)
@@ -208,12 +210,21 @@ class RouteBatch(BatchFunction):
 
     def __init__(self, ctx, plan: RoutedPlan, app_id: Callable[[], str],
                  on_batch: Callable[[RouteReport], None] | None = None,
-                 between_targets: Callable[[int, int], None] | None = None):
+                 between_targets: Callable[[int, int], None] | None = None,
+                 checkpoint: Path | None = None):
         self.ctx, self.plan, self.app_id = ctx, plan, app_id
         self.on_batch, self.between_targets = on_batch, between_targets
         self.reports: list[RouteReport] = []
         self._targets: _Targets | None = None
         self._state: tuple[int | None, set[str], set[str]] | None = None  # watermark, hours, committed
+        # exactly-once appends: the query's journal, opened before the query plans a batch
+        self.journal = once.Journal.open(checkpoint, offsets.next_batch(checkpoint)) if checkpoint else None
+
+    def _id(self, app: str, batch_id: int) -> BatchId:
+        """The identity of an exactly-once append of `batch_id`, with the query's journal when
+        it decides that batch (an older checkpoint's earlier batch ids: Delta's `txn`)."""
+        journal = self.journal if self.journal is not None and self.journal.decides(batch_id) else None
+        return BatchId(app, batch_id, journal)
 
     def _run(self, df: DataFrame, batch_id: int) -> None:
         began = time.monotonic()
@@ -228,10 +239,10 @@ class RouteBatch(BatchFunction):
             rows_in, quarantined, frontier = _measure(df, b)
             if quarantined:
                 write(spark, Sink(plan.quarantine, "append_once", Q.PARTITION_BY), split.quarantine,
-                      batch=BatchId(f"{app}__quarantine", batch_id))
+                      batch=self._id(f"{app}__quarantine", batch_id))
             writes, hours, reached = [], set(), []
             for k, t in enumerate(plan.targets):
-                target_batch = BatchId(f"{app}::{t.model}", batch_id)
+                target_batch = self._id(f"{app}::{t.model}", batch_id)
                 _, tw, counts = self._targets.write(spark, t, target_rows(spark, plan, t), batch=target_batch)
                 commitlog.append(spark, [
                     commitlog.Entry(t.sink.table, spec, "write", "stream", t.model, run_id=app,
@@ -242,18 +253,19 @@ class RouteBatch(BatchFunction):
                 writes.append(tw)
                 if self.between_targets:
                     self.between_targets(k, batch_id)
-            _record_progress(spark, plan, app, batch_id, frontier, hours)
+            _record_progress(spark, plan, self._id(f"{app}::progress", batch_id), frontier, hours)
             if self._state is None:  # read once per query start, then kept up to date here
                 self._state = (*_progress(spark, plan),
                                PC.committed_hours(spark, plan, before=(app, batch_id)))
             watermark, seen, done = self._state
-            dirty = _mark_dirty(spark, plan, [(t, h) for t, h in reached if h in done], app, batch_id)
+            dirty = _mark_dirty(spark, plan, [(t, h) for t, h in reached if h in done], app,
+                                self._id(f"{app}::dirty", batch_id))
             if frontier is not None:
                 watermark = frontier if watermark is None else max(watermark, frontier)
             seen = seen | hours
             todo = PC.closed(plan, seen - done, watermark, _zone(spark))
             fired = PC.commit(spark, plan, todo, mode="stream", run_id=app,
-                              batch=BatchId(app, batch_id), inputs={"watermark_us": watermark})
+                              batch=self._id(app, batch_id), inputs={"watermark_us": watermark})
             self._state = (watermark, seen, done | set(todo))
         finally:
             if view is not None:
@@ -293,13 +305,13 @@ DIRTY_REASON = "row written after the hour was committed"
 
 
 def _mark_dirty(spark: SparkSession, plan: RoutedPlan, reached: list[tuple[RouteTarget, str]],
-                app: str, batch_id: int) -> tuple[tuple[str, str], ...]:
-    """`dirty` commit-log rows (idempotent per batch) for each target that wrote into an hour
-    committed before this batch: readers may already have consumed the hour without these
+                run_id: str, batch: BatchId) -> tuple[tuple[str, str], ...]:
+    """`dirty` commit-log rows (idempotent per `batch`) for each target that wrote into an
+    hour committed before this batch: readers may already have consumed the hour without these
     rows. Returns the (hour, reason) pairs for the report."""
-    commitlog.append(spark, [commitlog.Entry(t.sink.table, h, "dirty", "stream", t.model, run_id=app,
-                                             batch_id=batch_id, reason=DIRTY_REASON)
-                             for t, h in reached], batch=BatchId(f"{app}::dirty", batch_id))
+    commitlog.append(spark, [commitlog.Entry(t.sink.table, h, "dirty", "stream", t.model, run_id=run_id,
+                                             batch_id=batch.batch_id, reason=DIRTY_REASON)
+                             for t, h in reached], batch=batch)
     return tuple((h, DIRTY_REASON) for h in sorted({h for _, h in reached}))
 
 
@@ -316,12 +328,11 @@ def _measure(df: DataFrame, b) -> tuple[int, int, int | None]:
     return row[0], row[1], row[2]
 
 
-def _record_progress(spark: SparkSession, plan: RoutedPlan, app: str, batch_id: int,
+def _record_progress(spark: SparkSession, plan: RoutedPlan, batch: BatchId,
                      frontier: int | None, hours: set[str]) -> None:
-    rows = spark.createDataFrame([(batch_id, frontier, sorted(hours))],
+    rows = spark.createDataFrame([(batch.batch_id, frontier, sorted(hours))],
                                  "batch_id bigint, frontier_us bigint, hours array<string>")
-    write(spark, Sink(progress_table(plan), "append_once"), rows,
-          batch=BatchId(f"{app}::progress", batch_id))
+    write(spark, Sink(progress_table(plan), "append_once"), rows, batch=batch)
 
 
 def _progress(spark: SparkSession, plan: RoutedPlan) -> tuple[int | None, set[str]]:
@@ -364,12 +375,13 @@ def start(ctx, plan: RoutedPlan, *, trigger: str = AVAILABLE_NOW,
                     location=Location(t.path),
                     hint="drop the group's target tables to rebuild them, or restore the checkpoint")
         spark.sql(f"DROP TABLE IF EXISTS {progress_table(plan)}")
+        shutil.rmtree(checkpoint / once.FOLDER, ignore_errors=True)  # an old query's journal
     b = plan.sources[0]
     reader = spark.readStream.format("delta")
     if b.max_files_per_trigger:
         reader = reader.option("maxFilesPerTrigger", b.max_files_per_trigger)
     fn = RouteBatch(ctx, plan, lambda: f"{plan.model}@{_query_id(checkpoint)}",
-                    on_batch=on_batch, between_targets=between_targets)
+                    on_batch=on_batch, between_targets=between_targets, checkpoint=checkpoint)
     writer = (reader.table(b.relation).writeStream.foreachBatch(fn)
               .queryName(f"sqlflow_route_{plan.model}").option("checkpointLocation", str(checkpoint)))
     writer = writer.trigger(availableNow=True) if trigger == AVAILABLE_NOW else \

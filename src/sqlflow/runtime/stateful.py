@@ -14,7 +14,9 @@ heartbeat stream adds none):
 `foreachBatch` (`StatefulBatch`) splits it and, for batch id `b`:
 
 1. appends the quarantine rows (origin `batch <b>`) and the output rows, each idempotent per
-   batch id (Delta `txnAppId`/`txnVersion`, `sinks.write`);
+   batch id through the query's exactly-once journal (`sqlflow.runtime.once`, as the
+   `incremental` runtime; a checkpoint from before the journal keeps Delta's `txn` for the
+   batch ids it may have attempted);
 2. counts the input rows behind the watermark Spark drops in this batch (event time at or before
    the watermark of batch `b - 1`, the one Spark's join filters late rows with; the test
    compares this count with Spark's `numRowsDroppedByWatermark`), and when there are any, marks
@@ -47,6 +49,7 @@ it is never emitted, not even on the preserved side of an outer join.
 from __future__ import annotations
 
 import json
+import shutil
 import threading
 import time
 from dataclasses import dataclass, replace
@@ -59,7 +62,7 @@ from pyspark.sql.types import TimestampType
 
 from sqlflow.errors import Location, SqlflowError
 from sqlflow.plan import Sink, SourceBinding, StreamPlan
-from sqlflow.runtime import commitlog, state
+from sqlflow.runtime import commitlog, offsets, once, state
 from sqlflow.runtime import quarantine as Q
 from sqlflow.runtime.analysis_errors import model_errors
 from sqlflow.runtime.batchfn import BatchFunction, query_failed
@@ -134,6 +137,7 @@ def start(ctx, plan: StreamPlan, *, trigger: str = AVAILABLE_NOW,
     if not (checkpoint / "offsets").is_dir():
         state.refuse_rewrite(spark, plan, checkpoint)
         spark.sql(f"DROP TABLE IF EXISTS {beats}")  # a new query: old heartbeats are stale
+        shutil.rmtree(checkpoint / once.FOLDER, ignore_errors=True)  # and so is its journal
     if not spark.catalog.tableExists(beats):
         write(spark, Sink(beats, "append_once"), spark.createDataFrame([], HEARTBEAT_SCHEMA),
               batch=BatchId(beats, 0))
@@ -215,6 +219,13 @@ class StatefulBatch(BatchFunction):
         now = time.monotonic()
         self.last_rows_at = [now] * len(sides)
         self.newest_us: list[int | None] = [None] * len(sides)
+        # exactly-once appends: the query's journal, opened before the query plans a batch
+        self.journal = once.Journal.open(checkpoint, offsets.next_batch(checkpoint))
+
+    def _id(self, app: str, batch_id: int) -> BatchId:
+        """The identity of an exactly-once append of `batch_id`, with the query's journal when
+        it decides that batch (an older checkpoint's earlier batch ids: Delta's `txn`)."""
+        return BatchId(app, batch_id, self.journal if self.journal.decides(batch_id) else None)
 
     def _run(self, df: DataFrame, batch_id: int) -> None:
         began = time.monotonic()
@@ -236,9 +247,9 @@ class StatefulBatch(BatchFunction):
             quarantined = bad.count()
             if quarantined:
                 write(spark, Sink(plan.quarantine, "append_once", Q.PARTITION_BY), bad,
-                      batch=BatchId(f"{app}__quarantine", batch_id))
+                      batch=self._id(f"{app}__quarantine", batch_id))
             rows = df.where(F.col(KIND) == "out").select(f"{OUT}.*")
-            out = write(spark, plan.sink, rows, batch=BatchId(app, batch_id))
+            out = write(spark, plan.sink, rows, batch=self._id(app, batch_id))
             if self.after_sink:
                 self.after_sink(batch_id)
             dirty: tuple[str, ...] = ()
@@ -252,7 +263,7 @@ class StatefulBatch(BatchFunction):
             entries += [commitlog.Entry(plan.sink.table, spec, "dirty", "stream", plan.model,
                                         run_id=app, batch_id=batch_id, dropped=dropped,
                                         reason=DIRTY_REASON) for spec in dirty]
-            commitlog.append(spark, entries, batch=BatchId(app, batch_id))
+            commitlog.append(spark, entries, batch=self._id(app, batch_id))
         finally:
             df.unpersist()
         report = StatefulReport(
