@@ -99,7 +99,7 @@ class BatchReport:
 class MicroBatch(BatchFunction):
     """The `foreachBatch` function of one model's query.
 
-    `app_id` names the query in every idempotent write (the sink's `txnAppId`); `after_sink`
+    `app_id` names the query in every exactly-once append; `after_sink`
     and `after_state` are called with the batch id right after the sink write and after the
     state appends (hooks for progress and crash tests). `checkpoint` (the query's folder)
     gives each batch's input offsets for the commit log; `spark` is needed for the steps
