@@ -22,7 +22,7 @@ from helpers import stop_query
 from runtime.adkit import (CLICK_SCHEMA, IMP_SCHEMA, append, assert_same, at, click, edge_cases,
                            imp, in_ingest_chunks, random_rows, setup_projects)
 from sqlflow.errors import SqlflowError
-from sqlflow.runtime import commitlog
+from sqlflow.runtime import commitlog, deltalog, state
 from sqlflow.runtime.stream import run_stream
 
 pytestmark = pytest.mark.spark
@@ -104,6 +104,41 @@ def test_outer_join_with_random_splits_and_a_restart_equals_the_batch_plan(spark
     assert sum(r["rows"] for r in log) == spark.table(plan.sink.table).count()
     assert all(r["mode"] == "stream" and r["run_id"].startswith(f"{model}@") for r in log)
     assert any(r["inputs"] and "version" in r["inputs"] for r in log)
+
+
+def test_a_crash_after_the_state_append_copies_no_row_twice(spark, setup):
+    """An outer join copies every input row to its state tables. A crash after batch 0's state
+    append (before Spark committed the batch): the restart replays batch 0, and the query's
+    journal skips both state appends, so each state table holds its input's rows once and the
+    later batches match them once. No state append consults Delta's txn."""
+    s = setup
+    imps, clicks = bounds_cases()
+    plan = s.one_file_per_batch("left_samples")  # batch 0: the impressions; later: the clicks
+    append(spark, f"{s.ods}.imps", imps, IMP_SCHEMA)
+    append(spark, f"{s.ods}.clicks", clicks[:2], CLICK_SCHEMA)
+    append(spark, f"{s.ods}.clicks", clicks[2:], CLICK_SCHEMA)
+
+    def crash(batch_id):
+        raise RuntimeError(f"simulated crash after the state append of batch {batch_id}")
+
+    with pytest.raises(SqlflowError, match="simulated crash"):
+        run_stream(s.stream, plan, after_state=crash)
+    replay = run_stream(s.stream, plan).batches
+    assert (replay[0].batch_id, replay[0].replayed) == (0, True)
+    assert [b.kind for b in replay].count("batch") >= 2 and replay[-1].kind == "flush"
+    tables = {rel: state.state_table(plan.sink.table, plan.model, rel)
+              for rel in (f"{s.ods}.imps", f"{s.ods}.clicks")}
+    for rel, table in tables.items():
+        copied = spark.table(table).drop(state.BATCH_COLUMN)
+        source = spark.table(rel)
+        assert copied.count() == source.count() > 0
+        assert (copied.exceptAll(source).collect(), source.exceptAll(copied).collect()) == ([], [])
+    truth, _ = s.truth("left_samples")
+    assert_same(spark, plan.sink.table, truth)
+    for table in tables.values():
+        location = deltalog.describe(spark, table).location
+        versions = list(range(deltalog.latest_version(spark, table, location) + 1))
+        assert [a for _, a in deltalog.commit_actions(spark, location, versions) if "txn" in a] == []
 
 
 def test_flush_is_recorded_so_a_restart_pads_nothing_twice(spark, setup):

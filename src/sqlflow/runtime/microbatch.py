@@ -183,7 +183,8 @@ class MicroBatch(BatchFunction):
                 after, copy = self.ledger.after(batch_id, sources)
                 for k, b in enumerate(self.sides):
                     if b.relation in copy and counts.get(k):
-                        state.append(spark, self.state_tables[b.relation], clean[b.relation], batch_id,
+                        table = self.state_tables[b.relation]
+                        state.append(spark, table, clean[b.relation], self._id(table, batch_id),
                                      indexed=_indexed(b))
                 self.ledger.record(batch_id, after)
                 if now is not None:

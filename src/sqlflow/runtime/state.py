@@ -7,8 +7,9 @@ row of an outer join's inputs, are copied to one Delta table per model and input
 `<sink schema>.__sqlflow_state__<model>__<db>__<table>`: the input's clean rows (every
 column, unchanged) plus `__sqlflow_batch`, the micro-batch id that brought them.
 
-- `append` adds a micro-batch's clean rows, idempotent per batch id (Delta `txnAppId` = the
-  state table's name, `txnVersion` = the batch id): a replayed batch adds nothing twice.
+- `append` adds a micro-batch's clean rows, idempotent per batch id (app id: the state
+  table's name), through the query's journal (`sqlflow.runtime.once`) like every other
+  append of the query: a replayed batch adds nothing twice.
 - `older` reads the rows of batches strictly before `batch_id` (and after a given one),
   pruned to an event-time range. Filtering on the batch column makes a replay correct even
   when the crash came after the state append: a batch never sees its own rows as old.
@@ -21,7 +22,8 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
 from sqlflow.errors import Location, SqlflowError
-from sqlflow.runtime.sinks import quote
+from sqlflow.runtime import deltalog, once
+from sqlflow.runtime.sinks import BatchId, quote
 
 BATCH_COLUMN = "__sqlflow_batch"
 
@@ -32,17 +34,19 @@ def state_table(sink_table: str, model: str, relation: str) -> str:
     return f"{schema}__sqlflow_state__{model}__" + relation.replace(".", "__").replace("`", "")
 
 
-def append(spark: SparkSession, table: str, rows: DataFrame, batch_id: int,
+def append(spark: SparkSession, table: str, rows: DataFrame, batch: BatchId,
            indexed: tuple[str, ...] = ()) -> None:
-    """Add one micro-batch's clean rows; a batch id already appended is skipped.
+    """Add one micro-batch's clean rows (`batch`: app id = `table`, the micro-batch id, the
+    query's journal); a batch already appended is skipped (`once.done`; without a journal, an
+    older checkpoint's batch, Delta's `txn`).
 
-    A plain Delta append with `txnAppId`/`txnVersion` (not `sinks.write`): state tables are
-    internal, so the commit is not read back for a WriteResult (saves a few Spark jobs a batch).
+    A plain Delta append (not `sinks.write`): state tables are internal, so the commit is not
+    read back for a WriteResult (saves a few Spark jobs a batch).
     A new table collects file statistics for the batch column and `indexed` (the input's
     event-time columns, what `older` and padding filter on) only: statistics on every column
     cost a third of the write, and nothing else is ever filtered on.
     """
-    tagged = rows.withColumn(BATCH_COLUMN, F.lit(batch_id).cast("bigint"))
+    tagged = rows.withColumn(BATCH_COLUMN, F.lit(batch.batch_id).cast("bigint"))
     if not spark.catalog.tableExists(table):
         _ensure_schema(spark, table)
         names = {c.lower(): c for c in tagged.columns}
@@ -50,8 +54,11 @@ def append(spark: SparkSession, table: str, rows: DataFrame, batch_id: int,
                          if c.lower() in names)
         (tagged.limit(0).writeTo(table).using("delta")
          .tableProperty("delta.dataSkippingStatsColumns", stats).create())
-    (tagged.writeTo(table).option("txnAppId", table)
-     .option("txnVersion", str(batch_id)).append())
+    if batch.journal is not None:
+        before = deltalog.latest_version(spark, table)
+        if once.done(spark, table, batch, before) is not None:
+            return  # a replay: the batch's rows are in the table
+    tagged.writeTo(table).options(**once.options(batch)).append()
 
 
 def _ensure_schema(spark: SparkSession, table: str) -> None:
