@@ -45,5 +45,10 @@ def spark(spark_state):
 
 
 def pytest_collection_modifyitems(config, items):
+    # A test that uses the shared session, directly or through a fixture, needs a JVM: mark it
+    # `spark`, so `-m "not spark"` runs the compiler alone, whether or not its file says so.
+    for item in items:
+        if "spark" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.spark)
     # Run the JVM-free tests first: a compiler regression shows up before Spark starts.
-    items.sort(key=lambda item: 1 if "spark" in getattr(item, "fixturenames", ()) else 0)
+    items.sort(key=lambda item: 1 if item.get_closest_marker("spark") else 0)

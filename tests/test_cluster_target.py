@@ -22,6 +22,8 @@ import pyspark
 ROOT = Path(__file__).resolve().parents[1]
 SPARK_CLASS = Path(pyspark.__file__).parent / "bin" / "spark-class"
 
+pytestmark = pytest.mark.spark  # a standalone master and worker, each a JVM
+
 JOB = r"""
 import json
 import sys

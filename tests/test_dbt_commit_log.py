@@ -9,6 +9,8 @@ import json
 from datetime import datetime
 from pathlib import Path
 
+import pytest
+
 from helpers import make_project
 from sqlflow.context import Context
 from sqlflow.dbt_bridge import run_dbt
@@ -16,6 +18,8 @@ from sqlflow.demo.markers import mark_ready, table_location
 from sqlflow.runtime import commitlog as C
 
 ROOT = Path(__file__).resolve().parents[1]
+
+pytestmark = pytest.mark.dbt
 DB = "t_dbt_commit_log"
 
 MODEL = """{{ config(materialized='table', file_format='delta', partition_by=['dt'],

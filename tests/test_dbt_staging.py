@@ -20,6 +20,8 @@ MODELS = {
     "stg_ad_clicks": "ods.ods_ad_clicks",
     "stg_user_events": "ods.ods_user_events",
 }
+pytestmark = pytest.mark.dbt
+
 TARGET_SCHEMA = "dw"  # profiles/profiles.yml, target local
 
 

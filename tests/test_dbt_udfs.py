@@ -5,6 +5,8 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+import pytest
+
 from helpers import make_project
 from sqlflow.context import Context
 from sqlflow.dbt_bridge import dbt_args, run_dbt
@@ -25,6 +27,7 @@ sources:
 """
 
 
+@pytest.mark.dbt
 def test_sqlflow_dbt_run_builds_a_model_that_calls_python_udfs(spark, tmp_path):
     spark.sql("CREATE DATABASE IF NOT EXISTS t_dbt_udfs_raw")
     spark.createDataFrame([("live.room.gift.3",), ("main.home.feed.1",), ("bad",), (None,)],
