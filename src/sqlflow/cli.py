@@ -96,15 +96,19 @@ def compile_cmd(mode: str, select: tuple[str, ...], fmt: str, vars_text: str | N
 @click.option("--select", "-s", "select", multiple=True,
               help="Models to run: name, +name (with ancestors), name+ (with descendants), tag:x, path:dir.")
 @click.option("--vars", "vars_text", default=None, help="YAML mapping of vars, overriding dbt_project.yml.")
+@click.option("--full-refresh", is_flag=True,
+              help="Stream mode: drop each selected stream model's tables (sink, quarantine; a "
+                   "routed group: every target) and its checkpoint, and rebuild them from a new query.")
 @error_handler
 def run_cmd(mode: str, trigger: str | None, start, end, select: tuple[str, ...],
-            vars_text: str | None) -> None:
+            vars_text: str | None, full_refresh: bool) -> None:
     """Run models in dependency order and print what each wrote and quarantined.
 
     Batch: without --start/--end every partition the model computes is replaced; with them,
     exactly the partitions of that date range. Stops at the first model that fails.
     Stream: each streaming_table model runs its stream plan (one query, one checkpoint);
-    progress is printed per micro-batch.
+    progress is printed per micro-batch. --full-refresh rebuilds the selected stream models
+    from a new query (their tables and checkpoints are removed first).
     """
     from sqlflow.runtime.runner import plans_for_run, run_batch_plans
 
@@ -115,12 +119,15 @@ def run_cmd(mode: str, trigger: str | None, start, end, select: tuple[str, ...],
                            hint="a stream run processes whatever its inputs hold")
     if mode == "batch" and trigger:
         raise SqlflowError("--trigger applies to --mode stream only")
+    if mode == "batch" and full_refresh:
+        raise SqlflowError("--full-refresh applies to --mode stream only",
+                           hint="a batch run already replaces every partition it computes")
     plans = plans_for_run(ctx, mode, err_console, select=select, vars=parse_vars(vars_text))
     if mode == "stream":
         from sqlflow.runtime.stream import run_streams
 
         run_streams(ctx, plans, trigger=trigger, print_line=lambda line: console.print(
-            escape(line), soft_wrap=True), print_table=console.print)
+            escape(line), soft_wrap=True), print_table=console.print, full_refresh=full_refresh)
     else:
         run_batch_plans(ctx, plans, console, start=first, end=last)
 

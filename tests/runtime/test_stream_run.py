@@ -161,6 +161,17 @@ def test_cli_runs_a_bounded_stream_and_prints_each_micro_batch(spark, setup):
     shutil.rmtree(setup.stream.project_dir / setup.stream_plans["filtered"].sink.checkpoint)
     lost = CliRunner().invoke(main, args + ["--trigger", "available-now"])
     assert lost.exit_code == 1 and "already has rows but its checkpoint" in lost.output
+    assert "--select filtered --full-refresh" in lost.output  # the fix, as a command to run
+    plan = setup.stream_plans["filtered"]
+    rebuilt = CliRunner().invoke(main, args + ["--trigger", "available-now", "--full-refresh"])
+    assert rebuilt.exit_code == 0, rebuilt.output
+    assert f"filtered: full refresh, removed table {plan.sink.table}, table {plan.quarantine}" \
+        in rebuilt.output and "filtered batch 0: in" in rebuilt.output
+    # rebuilt from a new query over every input row: each row once, not once per query
+    assert (spark.table(plan.sink.table).count(), spark.table(plan.quarantine).count()) == (9, 3)
+    batch = CliRunner().invoke(main, ["--project-dir", str(setup.stream.project_dir), "run",
+                                      "--mode", "batch", "--full-refresh"])
+    assert batch.exit_code == 1 and "--full-refresh applies to --mode stream only" in batch.output
 
 
 def test_an_interval_trigger_keeps_running_and_picks_up_new_commits(spark, setup):

@@ -49,6 +49,7 @@ from sqlflow.runtime import partition_commit as PC
 from sqlflow.runtime import quarantine as Q
 from sqlflow.runtime.analysis_errors import model_errors
 from sqlflow.runtime.batchfn import BatchFunction, query_failed
+from sqlflow.runtime.refresh import checkpoint_dir
 from sqlflow.runtime.sinks import BatchId, WriteResult, write
 from sqlflow.sourcemap import SourceMap
 
@@ -365,7 +366,7 @@ def start(ctx, plan: RoutedPlan, *, trigger: str = AVAILABLE_NOW,
 
     spark = ctx.spark
     check_stream_plan(spark, plan)
-    checkpoint = Path(ctx.project_dir) / (plan.checkpoint or f".sqlflow/checkpoints/route__{plan.model}")
+    checkpoint = checkpoint_dir(ctx.project_dir, plan)
     if not (checkpoint / "offsets").is_dir():
         for t in plan.targets:
             if spark.catalog.tableExists(t.sink.table) and spark.table(t.sink.table).take(1):
@@ -373,7 +374,9 @@ def start(ctx, plan: RoutedPlan, *, trigger: str = AVAILABLE_NOW,
                     f"routed group `{plan.model}`: target `{t.sink.table}` already has rows but the "
                     f"checkpoint `{checkpoint}` is new: a new query would write every row again",
                     location=Location(t.path),
-                    hint="drop the group's target tables to rebuild them, or restore the checkpoint")
+                    hint="rebuild the group from the stream with `sqlflow run --mode stream "
+                         + " ".join(f"--select {m.model}" for m in plan.targets)
+                         + " --full-refresh` (drops every target), or restore the checkpoint")
         spark.sql(f"DROP TABLE IF EXISTS {progress_table(plan)}")
         shutil.rmtree(checkpoint / once.FOLDER, ignore_errors=True)  # an old query's journal
     b = plan.sources[0]

@@ -93,8 +93,8 @@ def refuse_rewrite(spark: SparkSession, plan, checkpoint) -> None:
             f"model `{plan.model}`: sink `{plan.sink.table}` already has rows but its checkpoint "
             f"`{checkpoint}` is new: a new stream query would write every row again",
             location=Location(plan.path),
-            hint=f"drop the table (`DROP TABLE {plan.sink.table}`) to rebuild it from the stream, "
-                 "or restore the checkpoint folder")
+            hint=f"rebuild it from the stream with `sqlflow run --mode stream --select {plan.model} "
+                 "--full-refresh` (drops the table and its quarantine), or restore the checkpoint folder")
 
 
 def drop(spark: SparkSession, table: str) -> None:

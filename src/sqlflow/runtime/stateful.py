@@ -67,6 +67,7 @@ from sqlflow.runtime import quarantine as Q
 from sqlflow.runtime.analysis_errors import model_errors
 from sqlflow.runtime.batchfn import BatchFunction, query_failed
 from sqlflow.runtime.microbatch import SIDE, BatchReport
+from sqlflow.runtime.refresh import checkpoint_dir
 from sqlflow.runtime.sinks import BatchId, PartitionWrite, WriteResult, write
 from sqlflow.runtime.stream import AVAILABLE_NOW, StreamResult, _query_id
 
@@ -132,7 +133,7 @@ def start(ctx, plan: StreamPlan, *, trigger: str = AVAILABLE_NOW,
     spark = ctx.spark
     check(spark, plan)
     sides = [b for b in plan.sources if b.read == "stream"]
-    checkpoint = Path(ctx.project_dir) / (plan.sink.checkpoint or f".sqlflow/checkpoints/{plan.model}")
+    checkpoint = checkpoint_dir(ctx.project_dir, plan)
     beats = heartbeat_table(plan.sink.table, plan.model)
     if not (checkpoint / "offsets").is_dir():
         state.refuse_rewrite(spark, plan, checkpoint)
@@ -420,7 +421,7 @@ def run_stateful(ctx, plan: StreamPlan, *, trigger: str = AVAILABLE_NOW,
     began = time.monotonic()
     reports = _run(ctx, plan, trigger, on_batch, after_sink)
     if trigger == AVAILABLE_NOW:
-        checkpoint = Path(ctx.project_dir) / (plan.sink.checkpoint or f".sqlflow/checkpoints/{plan.model}")
+        checkpoint = checkpoint_dir(ctx.project_dir, plan)
         target = flush_target(ctx.spark, plan, checkpoint)
         if target is not None:
             write_heartbeat(ctx.spark, plan, target, "flush")

@@ -36,6 +36,8 @@ from sqlflow.plan import RoutedPlan, StreamPlan
 from sqlflow.runtime import older, once, padding, state
 from sqlflow.runtime.batchfn import query_failed
 from sqlflow.runtime.microbatch import SIDE, BatchReport, MicroBatch, side_column
+from sqlflow.runtime.refresh import checkpoint_dir
+from sqlflow.runtime.refresh import full_refresh as full_refresh_plan
 
 AVAILABLE_NOW = "available-now"
 IDLE_POLL_S = 5.0
@@ -101,7 +103,7 @@ def start(ctx, plan: StreamPlan, *, trigger: str = AVAILABLE_NOW,
     schemas = {b.relation: spark.table(b.relation).schema for b in sides}
     tables = {b.relation: state.state_table(plan.sink.table, plan.model, b.relation)
               for b in sides if b.old_view}
-    checkpoint = Path(ctx.project_dir) / (plan.sink.checkpoint or f".sqlflow/checkpoints/{plan.model}")
+    checkpoint = checkpoint_dir(ctx.project_dir, plan)
     if not (checkpoint / "offsets").is_dir():  # a new query: older rows of another query are stale
         state.refuse_rewrite(spark, plan, checkpoint)
         for table in (*tables.values(), padding.progress_table(plan.sink.table, plan.model)):
@@ -199,15 +201,21 @@ def _query_id(checkpoint: Path) -> str:
 # --- many models: `sqlflow run --mode stream` -----------------------------------------------------
 
 def run_streams(ctx, plans, *, trigger: str | None, print_line: Callable[[str], None],
-                print_table: Callable[[object], None]) -> None:
+                print_table: Callable[[object], None], full_refresh: bool = False) -> None:
     """Run `plans` (compile order). `available-now`: one model after the other, each until
     its inputs are processed. An interval (or None: each model's configured trigger): models
     without a stream plan run their batch plan once, then every stream query runs at once
-    until one fails or the user interrupts (Ctrl-C stops them all; the checkpoints resume)."""
+    until one fails or the user interrupts (Ctrl-C stops them all; the checkpoints resume).
+    `full_refresh`: first remove every stream plan's tables and checkpoint (`refresh`)."""
     from sqlflow.runtime.batch import run_batch
     from sqlflow.runtime.summary import progress_line
 
     rows: list[tuple[str, str, int, int, int, float, int]] = []
+    if full_refresh:
+        for plan in plans:
+            if isinstance(plan, (StreamPlan, RoutedPlan)):
+                gone = full_refresh_plan(ctx.spark, ctx.project_dir, plan)
+                print_line(f"{plan.model}: full refresh, removed " + (", ".join(gone) or "nothing"))
 
     def report(r: BatchReport) -> None:
         print_line(r.line())
