@@ -162,6 +162,7 @@ def test_cli_runs_a_bounded_stream_and_prints_each_micro_batch(spark, setup):
     lost = CliRunner().invoke(main, args + ["--trigger", "available-now"])
     assert lost.exit_code == 1 and "already has rows but its checkpoint" in lost.output
     assert "--select filtered --full-refresh" in lost.output  # the fix, as a command to run
+    assert "Stream run" not in lost.output  # no empty summary above the error
     plan = setup.stream_plans["filtered"]
     rebuilt = CliRunner().invoke(main, args + ["--trigger", "available-now", "--full-refresh"])
     assert rebuilt.exit_code == 0, rebuilt.output

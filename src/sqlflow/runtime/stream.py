@@ -249,7 +249,8 @@ def run_streams(ctx, plans, *, trigger: str | None, print_line: Callable[[str], 
         _run_together(ctx, [p for p in plans if isinstance(p, (StreamPlan, RoutedPlan))], trigger,
                       report, add)
     finally:
-        print_table(summary_table(rows, trigger))
+        if rows:  # a run refused before any model ran has nothing to sum up
+            print_table(summary_table(rows, trigger))
 
 
 def _run_together(ctx, plans: list[StreamPlan], trigger: str | None, report, add) -> None:
