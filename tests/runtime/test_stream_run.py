@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import random
 import shutil
+from collections import Counter
 from dataclasses import replace
 
 import pytest
@@ -158,18 +159,30 @@ def test_cli_runs_a_bounded_stream_and_prints_each_micro_batch(spark, setup):
     again = CliRunner().invoke(main, args + ["--trigger", "available-now"])  # nothing new: no batch
     assert again.exit_code == 0 and "filtered batch" not in again.output
     assert spark.table(setup.stream_plans["filtered"].sink.table).count() == 9
+    plan = setup.stream_plans["filtered"]
+    sink_rows = Counter(map(tuple, spark.table(plan.sink.table).collect()))
     shutil.rmtree(setup.stream.project_dir / setup.stream_plans["filtered"].sink.checkpoint)
     lost = CliRunner().invoke(main, args + ["--trigger", "available-now"])
     assert lost.exit_code == 1 and "already has rows but its checkpoint" in lost.output
     assert "--select filtered --full-refresh" in lost.output  # the fix, as a command to run
     assert "Stream run" not in lost.output  # no empty summary above the error
-    plan = setup.stream_plans["filtered"]
     rebuilt = CliRunner().invoke(main, args + ["--trigger", "available-now", "--full-refresh"])
     assert rebuilt.exit_code == 0, rebuilt.output
     assert f"filtered: full refresh, removed table {plan.sink.table}, table {plan.quarantine}" \
         in rebuilt.output and "filtered batch 0: in" in rebuilt.output
     # rebuilt from a new query over every input row: each row once, not once per query
     assert (spark.table(plan.sink.table).count(), spark.table(plan.quarantine).count()) == (9, 3)
+    assert Counter(map(tuple, spark.table(plan.sink.table).collect())) == sink_rows
+    # the input created again (as a --full-refresh of its own model does): Delta refuses the
+    # checkpoint, and the message names the fix instead of "run again"
+    spark.sql(f"DROP TABLE {setup.ods}.imps")
+    append(spark, f"{setup.ods}.imps", imps, IMP_SCHEMA)
+    stale = CliRunner().invoke(main, args + ["--trigger", "available-now"])
+    assert stale.exit_code == 1 and "an input table was dropped and created again" in stale.output
+    assert "--select filtered --full-refresh" in stale.output and "run again" not in stale.output
+    again = CliRunner().invoke(main, args + ["--trigger", "available-now", "--full-refresh"])
+    assert again.exit_code == 0, again.output
+    assert Counter(map(tuple, spark.table(plan.sink.table).collect())) == sink_rows
     batch = CliRunner().invoke(main, ["--project-dir", str(setup.stream.project_dir), "run",
                                       "--mode", "batch", "--full-refresh"])
     assert batch.exit_code == 1 and "--full-refresh applies to --mode stream only" in batch.output

@@ -34,14 +34,29 @@ class BatchFunction:
         raise NotImplementedError
 
 
-def query_failed(what: str, path: str, error: BaseException | None, exc: BaseException) -> SqlflowError:
+# Delta's error for a checkpoint whose input table was dropped and created again since.
+RECREATED_INPUT = "DIFFERENT_DELTA_TABLE_READ_BY_STREAMING_SOURCE"
+
+
+def query_failed(what: str, path: str, error: BaseException | None, exc: BaseException,
+                 rebuild: str | None = None) -> SqlflowError:
     """The error to raise for a query that failed with `exc`: the micro-batch's own SqlflowError
-    as it was raised, else one naming `what` (e.g. "model `x`") with the first line of the cause."""
+    as it was raised, else one naming `what` (e.g. "model `x`") with the first line of the cause.
+    `rebuild`: the command that rebuilds the query's tables, the fix when an input table was
+    created again (running again would fail the same way)."""
     cause = error or exc
     if isinstance(cause, SqlflowError):
         return cause
     text = str(cause).strip()
     first = text.splitlines()[0][:300] if text else type(cause).__name__
+    if RECREATED_INPUT in text and rebuild:
+        return SqlflowError(
+            f"{what}: stream query failed: an input table was dropped and created again since "
+            "this query's checkpoint (e.g. by a --full-refresh of the model that writes it), so "
+            f"the checkpoint cannot resume ({RECREATED_INPUT})", location=Location(path),
+            hint=f"rebuild this model from the new input with `{rebuild}`; to refresh a model "
+                 "and the stream models reading it together, select it with its descendants "
+                 "(`--select name+`)")
     return SqlflowError(f"{what}: stream query failed: {first}", location=Location(path),
                         hint="run again to resume from the checkpoint; --debug shows Spark's error")
 

@@ -29,6 +29,13 @@ def checkpoint_dir(project_dir: Path | str, plan: StreamPlan | RoutedPlan) -> Pa
     return Path(project_dir) / (configured or f".sqlflow/checkpoints/{default}")
 
 
+def rebuild_command(plan: StreamPlan | RoutedPlan) -> str:
+    """The command that rebuilds the plan's tables from a new query (a routed group: every
+    member selected, so the group runs as one plan)."""
+    members = [t.model for t in plan.targets] if isinstance(plan, RoutedPlan) else [plan.model]
+    return "sqlflow run --mode stream " + " ".join(f"--select {m}" for m in members) + " --full-refresh"
+
+
 def full_refresh(spark: SparkSession, project_dir: Path | str,
                  plan: StreamPlan | RoutedPlan) -> list[str]:
     """Drop the plan's output tables (sink or every routed target, and the quarantine table)

@@ -49,7 +49,7 @@ from sqlflow.runtime import partition_commit as PC
 from sqlflow.runtime import quarantine as Q
 from sqlflow.runtime.analysis_errors import model_errors
 from sqlflow.runtime.batchfn import BatchFunction, query_failed
-from sqlflow.runtime.refresh import checkpoint_dir
+from sqlflow.runtime.refresh import checkpoint_dir, rebuild_command
 from sqlflow.runtime.sinks import BatchId, WriteResult, write
 from sqlflow.sourcemap import SourceMap
 
@@ -374,9 +374,8 @@ def start(ctx, plan: RoutedPlan, *, trigger: str = AVAILABLE_NOW,
                     f"routed group `{plan.model}`: target `{t.sink.table}` already has rows but the "
                     f"checkpoint `{checkpoint}` is new: a new query would write every row again",
                     location=Location(t.path),
-                    hint="rebuild the group from the stream with `sqlflow run --mode stream "
-                         + " ".join(f"--select {m.model}" for m in plan.targets)
-                         + " --full-refresh` (drops every target), or restore the checkpoint")
+                    hint=f"rebuild the group from the stream with `{rebuild_command(plan)}` "
+                         "(drops every target), or restore the checkpoint")
         spark.sql(f"DROP TABLE IF EXISTS {progress_table(plan)}")
         shutil.rmtree(checkpoint / once.FOLDER, ignore_errors=True)  # an old query's journal
     b = plan.sources[0]
@@ -409,7 +408,8 @@ def run_routed_stream(ctx, plan: RoutedPlan, *, trigger: str = AVAILABLE_NOW,
         query.stop()
         return fn.reports
     except Exception as exc:
-        raise query_failed(f"routed group `{plan.model}`", plan.path, fn.error, exc) from exc
+        raise query_failed(f"routed group `{plan.model}`", plan.path, fn.error, exc,
+                           rebuild=rebuild_command(plan)) from exc
     if trigger == AVAILABLE_NOW and end_of_input:
         fn.flush()
     return fn.reports

@@ -23,6 +23,7 @@ from pyspark.sql.types import StructType
 
 from sqlflow.errors import Location, SqlflowError
 from sqlflow.runtime import deltalog, once
+from sqlflow.runtime.refresh import rebuild_command
 from sqlflow.runtime.sinks import BatchId, quote
 
 BATCH_COLUMN = "__sqlflow_batch"
@@ -93,8 +94,8 @@ def refuse_rewrite(spark: SparkSession, plan, checkpoint) -> None:
             f"model `{plan.model}`: sink `{plan.sink.table}` already has rows but its checkpoint "
             f"`{checkpoint}` is new: a new stream query would write every row again",
             location=Location(plan.path),
-            hint=f"rebuild it from the stream with `sqlflow run --mode stream --select {plan.model} "
-                 "--full-refresh` (drops the table and its quarantine), or restore the checkpoint folder")
+            hint=f"rebuild it from the stream with `{rebuild_command(plan)}` (drops the table "
+                 "and its quarantine), or restore the checkpoint folder")
 
 
 def drop(spark: SparkSession, table: str) -> None:

@@ -36,7 +36,7 @@ from sqlflow.plan import RoutedPlan, StreamPlan
 from sqlflow.runtime import older, once, padding, state
 from sqlflow.runtime.batchfn import query_failed
 from sqlflow.runtime.microbatch import SIDE, BatchReport, MicroBatch, side_column
-from sqlflow.runtime.refresh import checkpoint_dir
+from sqlflow.runtime.refresh import checkpoint_dir, rebuild_command
 from sqlflow.runtime.refresh import full_refresh as full_refresh_plan
 
 AVAILABLE_NOW = "available-now"
@@ -159,7 +159,8 @@ def run_stream(ctx, plan: StreamPlan, *, trigger: str = AVAILABLE_NOW,
     except KeyboardInterrupt:
         query.stop()
     except Exception as exc:
-        raise query_failed(f"model `{plan.model}`", plan.path, fn.error, exc) from exc
+        raise query_failed(f"model `{plan.model}`", plan.path, fn.error, exc,
+                           rebuild=rebuild_command(plan)) from exc
     return StreamResult(plan.model, tuple(fn.reports), time.monotonic() - began)
 
 
@@ -267,7 +268,8 @@ def _run_together(ctx, plans: list[StreamPlan], trigger: str | None, report, add
         pass
     except Exception as exc:
         plan, _, fn = next(((p, q, f) for p, q, f in started if f.error), (plans[0], None, None))
-        raise query_failed(f"model `{plan.model}`", plan.path, fn.error if fn else None, exc) from exc
+        raise query_failed(f"model `{plan.model}`", plan.path, fn.error if fn else None, exc,
+                           rebuild=rebuild_command(plan)) from exc
     finally:
         for _, query, _ in started:
             query.stop()
