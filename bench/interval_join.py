@@ -191,7 +191,7 @@ PHASES: dict[str, dict[str, float]] = {}  # sink table -> seconds per micro-batc
 
 
 def sqlflow_stream(ctx, plan, table: str, files: int | None, checkpoint: Path) -> int:
-    from sqlflow.runtime.stream import run_stream
+    from sqlflow.runtime.incremental.stream import run_stream
 
     plan = dataclasses.replace(
         plan, sources=tuple(dataclasses.replace(b, max_files_per_trigger=files)
@@ -338,7 +338,7 @@ def main() -> int:
 
 def bench(project: Path, args) -> int:
     from sqlflow.compiler import compile_project
-    from sqlflow.context import Context
+    from sqlflow.engine.context import Context
     from sqlflow.demo.generate import generate
     from sqlflow.runtime.batch import run_batch
 

@@ -126,7 +126,7 @@ def last_execution(spark) -> int:
 
 def shared_calls_timing(spark, ctx, plan, run_routed_batch) -> tuple[float, float]:
     """Seconds of the fused backfill as planned (the routing key is a shared call, computed once
-    per row: `sqlflow.shared_calls`) and with every target calling it, best of 2 rounds each,
+    per row: `sqlflow.planning.shared_calls`) and with every target calling it, best of 2 rounds each,
     alternating (the first fused run above warmed the JVM)."""
     import dataclasses
     import time
@@ -150,11 +150,11 @@ def main() -> None:
     args = parser.parse_args()
 
     from sqlflow.compiler import compile_project
-    from sqlflow.context import Context
-    from sqlflow.profiles import load_target
+    from sqlflow.engine.context import Context
+    from sqlflow.project.profiles import load_target
     from sqlflow.runtime.batch import run_batch
-    from sqlflow.runtime.routing import last_report, run_routed_batch
-    from sqlflow.session import build_session
+    from sqlflow.runtime.routed.routing import last_report, run_routed_batch
+    from sqlflow.engine.session import build_session
 
     tmp = Path(tempfile.mkdtemp(prefix="sqlflow_bench_routing_"))
     spark = build_session(load_target(ROOT, "sqlflow", "local"), ROOT, {

@@ -11,7 +11,7 @@
   One row per partition of the table as it is after the run (its `partition_by` columns, in
   order: `dt=2026-11-01/hour=03`), with its row count, mode `dbt`, the model name and dbt's
   invocation id as `run_id`; one row with partition '' for an unpartitioned table. The log is
-  created if it does not exist, with the schema of `sqlflow.runtime.commitlog.SCHEMA`.
+  created if it does not exist, with the schema of `sqlflow.runtime.delta.commitlog.SCHEMA`.
 --#}
 {% macro sqlflow_commit_log() -%}
   {%- if execute -%}

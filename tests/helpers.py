@@ -110,7 +110,7 @@ def make_project(
 
 def make_target(schema: str = "dw", name: str = "local"):
     """A dbt-spark session target as `profiles.load_target` returns it, without a file."""
-    from sqlflow.profiles import Target
+    from sqlflow.project.profiles import Target
 
     return Target.model_validate({"name": name, "type": "spark", "method": "session",
                                   "schema": schema})
@@ -119,8 +119,8 @@ def make_target(schema: str = "dw", name: str = "local"):
 def render(tmp_path: Path, model: str = "m", *, mode: str = "batch",
            vars: dict[str, Any] | None = None, target=None, **project: Any):
     """Build a project with `make_project(**project)` and render `model` in it."""
-    from sqlflow.project import load_project
-    from sqlflow.render import render_model
+    from sqlflow.project.load import load_project
+    from sqlflow.rendering.render import render_model
 
     root = make_project(tmp_path, **project)
     return render_model(load_project(root), model, target=target or make_target(), mode=mode,

@@ -28,7 +28,7 @@ JOB = r"""
 import json
 import sys
 from pathlib import Path
-from sqlflow.context import Context
+from sqlflow.engine.context import Context
 
 ctx = Context.discover(Path(sys.argv[1]), "cluster")
 spark = ctx.spark

@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 
 from helpers import make_project
-from sqlflow.context import Context
-from sqlflow.dbt_bridge import run_dbt
+from sqlflow.engine.context import Context
+from sqlflow.workflows.dbt_bridge import run_dbt
 from sqlflow.demo.markers import mark_ready, table_location
-from sqlflow.runtime import commitlog as C
+from sqlflow.runtime.delta import commitlog as C
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -20,7 +20,7 @@ import pytest
 import yaml
 
 from sqlflow.compiler import compile_project
-from sqlflow.context import Context
+from sqlflow.engine.context import Context
 from sqlflow.demo.generate import generate
 from sqlflow.runtime.batch import run_models
 

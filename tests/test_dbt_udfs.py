@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from helpers import make_project
-from sqlflow.context import Context
-from sqlflow.dbt_bridge import dbt_args, run_dbt
+from sqlflow.engine.context import Context
+from sqlflow.workflows.dbt_bridge import dbt_args, run_dbt
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -7,8 +7,8 @@ import datetime as dt
 import pytest
 
 from sqlflow.errors import SqlflowError
-from sqlflow.profiles import load_target
-from sqlflow.session import spark_conf
+from sqlflow.project.profiles import load_target
+from sqlflow.engine.session import spark_conf
 
 
 def test_local_target_is_default(project_dir):
@@ -55,7 +55,7 @@ def test_bad_profile_is_one_line(tmp_path):
 
 
 def test_missing_java_is_a_user_error(monkeypatch):
-    from sqlflow import session
+    from sqlflow.engine import session
 
     monkeypatch.setenv("JAVA_HOME", "/nonexistent/java")
     with pytest.raises(SqlflowError) as err:

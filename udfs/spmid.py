@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-from sqlflow.udfs import sql_function
+from sqlflow.engine.udfs import sql_function
 
 _PART = re.compile(r"^[a-z0-9_\-]+$")
 

@@ -53,7 +53,7 @@ def register(project_dir: Path, target_name: str, server_side_parameters: dict) 
     """Register the project's UDFs in the running session, or build it first."""
     from pyspark.sql import SparkSession
 
-    from sqlflow.udfs import register_udfs
+    from sqlflow.engine.udfs import register_udfs
 
     if "spark.remote" in server_side_parameters:
         return  # Spark Connect targets are not handled yet: use `sqlflow dbt ...` there
@@ -61,8 +61,8 @@ def register(project_dir: Path, target_name: str, server_side_parameters: dict) 
     if active is not None:  # `sqlflow dbt`, or dbt invoked in-process by a test
         register_udfs(active, project_dir)
         return
-    from sqlflow.profiles import Target
-    from sqlflow.session import build_session
+    from sqlflow.project.profiles import Target
+    from sqlflow.engine.session import build_session
 
     target = Target.model_validate({
         "name": target_name, "type": "spark", "method": "session", "schema": "default",

@@ -12,15 +12,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
-from sqlflow.analyze import analyze
-from sqlflow.checks import check
-from sqlflow.config import column_list, micros
+from sqlflow.analysis.analyze import analyze
+from sqlflow.analysis.checks import check
+from sqlflow.project.config import column_list, micros
 from sqlflow.errors import Diagnostic, SqlflowError
-from sqlflow.ir import InputRel, ModelIR
-from sqlflow.plan import COMMIT_LOG, Mode, Plan
-from sqlflow.planner import build_plan
-from sqlflow.project import Project, load_project
-from sqlflow.render import RenderedModel, render_project
+from sqlflow.analysis.ir import InputRel, ModelIR
+from sqlflow.planning.plan import COMMIT_LOG, Mode, Plan
+from sqlflow.planning.planner import build_plan
+from sqlflow.project.load import Project, load_project
+from sqlflow.rendering.render import RenderedModel, render_project
 
 ARTIFACT_DIR = Path("target") / "sqlflow"
 
@@ -84,7 +84,7 @@ def compile_project(project_dir: Path, *, mode: Mode, select: Sequence[str] | No
         result.plans[name] = dataclasses.replace(plan, source_map=rendered.source_map)
     if parse_errors:
         raise SqlflowError(diagnostics=parse_errors)
-    from sqlflow.fusion import fuse_routes
+    from sqlflow.planning.fusion import fuse_routes
 
     fuse_routes(result)  # routed siblings -> one RoutedPlan with one read (DESIGN 3)
     return result
@@ -179,6 +179,6 @@ def plan_json_text(plan: Plan, ir: ModelIR | None) -> str:
 
 def _offline_target():
     """A stand-in target for compiling without a profile: schema `dw`, name `local`."""
-    from sqlflow.profiles import Target
+    from sqlflow.project.profiles import Target
 
     return Target(name="local", type="spark", method="session", schema="dw")

@@ -11,8 +11,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sqlflow.analyze import analyze
-from sqlflow.ir import InputRel, JoinIR, ModelIR
+from sqlflow.analysis.analyze import analyze
+from sqlflow.analysis.ir import InputRel, JoinIR, ModelIR
 
 MIN = 60_000_000
 SEC = 1_000_000
@@ -453,10 +453,10 @@ def test_generated_interval_bounds_round_trip(lower, width, lo_inc, hi_inc, swap
 
 
 @pytest.mark.parametrize("module", [
-    "sqlflow.dialect", "sqlflow.ir", "sqlflow.analyze", "sqlflow.analysis.positions",
-    "sqlflow.analysis.timecols", "sqlflow.analysis.scopes", "sqlflow.analysis.joins",
-    "sqlflow.analysis.aggregates", "sqlflow.analysis.windows", "sqlflow.analysis.determinism",
-    "sqlflow.analysis.clauses",
+    "sqlflow.dialect", "sqlflow.analysis.ir", "sqlflow.analysis.analyze", "sqlflow.analysis.passes.positions",
+    "sqlflow.analysis.passes.timecols", "sqlflow.analysis.passes.scopes", "sqlflow.analysis.passes.joins",
+    "sqlflow.analysis.passes.aggregates", "sqlflow.analysis.passes.windows", "sqlflow.analysis.passes.determinism",
+    "sqlflow.analysis.passes.clauses",
 ])
 def test_doctests(module):
     result = doctest.testmod(importlib.import_module(module))

@@ -7,7 +7,7 @@ import json
 from click.testing import CliRunner
 
 from helpers import AD_SOURCES_YML, make_project
-from sqlflow.cli import main
+from sqlflow.cli.main import main
 
 SOURCES = AD_SOURCES_YML
 

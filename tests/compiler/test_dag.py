@@ -7,10 +7,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from helpers import make_project, make_target
-from sqlflow.dag import build_dag
+from sqlflow.project.dag import build_dag
 from sqlflow.errors import SqlflowError
-from sqlflow.project import load_project
-from sqlflow.render import render_project
+from sqlflow.project.load import load_project
+from sqlflow.rendering.render import render_project
 
 #      src -> stg_a -> int_ab -> mart
 #      src -> stg_b ----^

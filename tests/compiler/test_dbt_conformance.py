@@ -15,9 +15,9 @@ import sqlglot
 from sqlglot.optimizer.normalize_identifiers import normalize_identifiers
 
 from helpers import make_project, make_target
-from sqlflow.profiles import load_target
-from sqlflow.project import load_project
-from sqlflow.render import render_project
+from sqlflow.project.profiles import load_target
+from sqlflow.project.load import load_project
+from sqlflow.rendering.render import render_project
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = [pytest.mark.spark, pytest.mark.dbt]

@@ -22,8 +22,8 @@ from sqlglot import exp
 from sqlglot.executor import execute
 from sqlglot.optimizer.eliminate_ctes import eliminate_ctes
 
-import sqlflow.delta_rule
-from sqlflow.delta_rule import (
+import sqlflow.planning.delta.rule
+from sqlflow.planning.delta.rule import (
     DeltaBinding, DeltaRuleError, Interval, delta_rewrite, padding_queries, padding_query,
     pruning_ranges,
 )
@@ -210,7 +210,7 @@ def test_the_input_tree_is_not_modified():
 
 
 def test_doctests():
-    assert doctest.testmod(sqlflow.delta_rule).failed == 0
+    assert doctest.testmod(sqlflow.planning.delta.rule).failed == 0
 
 
 @pytest.mark.parametrize(("sql", "message"), [

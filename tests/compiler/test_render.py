@@ -10,8 +10,8 @@ from hypothesis import strategies as st
 
 from helpers import make_project, make_target, render, render_sql
 from sqlflow.errors import Location, SqlflowError
-from sqlflow.project import load_project
-from sqlflow.render import Renderer, render_model, render_project
+from sqlflow.project.load import load_project
+from sqlflow.rendering.render import Renderer, render_model, render_project
 
 SOURCES = {"sources.yml": """\
     version: 2

@@ -11,7 +11,7 @@ import pytest
 from helpers import make_project
 from sqlflow.compiler import compile_project, plan_json_text, plan_sql_text
 from sqlflow.errors import SqlflowError
-from sqlflow.plan import RoutedPlan, StreamPlan
+from sqlflow.planning.plan import RoutedPlan, StreamPlan
 
 ROOT = Path(__file__).resolve().parents[2]
 SOURCES = """\
@@ -114,7 +114,7 @@ def test_row_size_presets_reach_the_plan_and_bad_ones_name_the_level(tmp_path):
 
 
 def test_a_partition_not_yet_seen_uses_its_most_specific_preset():
-    from sqlflow.runtime.filebudget import SizeModel, budgets
+    from sqlflow.runtime.routed.filebudget import SizeModel, budgets
 
     sizes = SizeModel(100.0, ("dt", "hour"), presets={"event_type=play": 1000.0,
                                                       "event_type=play/product=app": 2000.0})
@@ -144,7 +144,7 @@ def test_the_routing_key_is_a_shared_call_computed_once_per_row():
 
 
 def test_shared_calls_only_where_two_targets_make_them_and_never_with_a_star():
-    from sqlflow.shared_calls import share_calls
+    from sqlflow.planning.shared_calls import share_calls
 
     one = share_calls(["SELECT a FROM v WHERE f(k) = 'x' AND g(k) > 1", "SELECT a FROM v WHERE F(K) = 'y'",
                        "SELECT a, f(k) AS d FROM v"])
@@ -161,6 +161,6 @@ def test_shared_calls_only_where_two_targets_make_them_and_never_with_a_star():
 def test_shared_calls_doctests():
     import doctest
 
-    import sqlflow.shared_calls
+    import sqlflow.planning.shared_calls
 
-    assert doctest.testmod(sqlflow.shared_calls).failed == 0
+    assert doctest.testmod(sqlflow.planning.shared_calls).failed == 0

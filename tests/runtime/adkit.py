@@ -12,7 +12,7 @@ from pathlib import Path
 
 from helpers import ad_sources_yml, make_project
 from sqlflow.compiler import compile_project
-from sqlflow.context import Context
+from sqlflow.engine.context import Context
 from sqlflow.runtime.batch import run_batch
 
 UTC = timezone.utc

@@ -10,12 +10,12 @@ import pytest
 from click.testing import CliRunner
 
 from helpers import ad_sources_yml, make_project
-from sqlflow.cli import main
+from sqlflow.cli.main import main
 from sqlflow.compiler import compile_project
-from sqlflow.context import Context
+from sqlflow.engine.context import Context
 from sqlflow.errors import Location, SqlflowError
 from sqlflow.runtime.batch import run_models
-from sqlflow.runtime.stream import run_stream
+from sqlflow.runtime.incremental.stream import run_stream
 
 pytestmark = pytest.mark.spark
 

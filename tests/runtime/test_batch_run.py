@@ -13,9 +13,9 @@ from click.testing import CliRunner
 
 from helpers import ad_sources_yml, make_project
 from runtime.adkit import DAY1, at, click, imp
-from sqlflow.cli import main
+from sqlflow.cli.main import main
 from sqlflow.compiler import compile_project
-from sqlflow.context import Context
+from sqlflow.engine.context import Context
 from sqlflow.errors import SqlflowError
 from sqlflow.runtime.batch import run_batch
 

@@ -6,8 +6,8 @@ from datetime import datetime, timedelta
 
 import pytest
 
-from sqlflow.runtime import commitlog as C
-from sqlflow.runtime.sinks import BatchId, PartitionWrite, WriteResult
+from sqlflow.runtime.delta import commitlog as C
+from sqlflow.runtime.delta.sinks import BatchId, PartitionWrite, WriteResult
 
 pytestmark = pytest.mark.spark
 

@@ -1,4 +1,4 @@
-"""Reading a Delta table's own log (sqlflow.runtime.deltalog): the driver's direct reads of a
+"""Reading a Delta table's own log (sqlflow.runtime.delta.deltalog): the driver's direct reads of a
 local `_delta_log` must give exactly what Spark's own commands give."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import shutil
 
 import pytest
 
-from sqlflow.runtime import deltalog
+from sqlflow.runtime.delta import deltalog
 
 pytestmark = pytest.mark.spark
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from sqlflow.runtime import deltalog
+from sqlflow.runtime.delta import deltalog
 
 
 class Catalog:

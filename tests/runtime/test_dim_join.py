@@ -22,14 +22,14 @@ from pyspark.sql import functions as F
 
 from helpers import make_project
 from runtime.adkit import assert_same, profiles
-from sqlflow.cli import main
+from sqlflow.cli.main import main
 from sqlflow.compiler import compile_project
-from sqlflow.context import Context
+from sqlflow.engine.context import Context
 from sqlflow.demo.markers import mark_ready, table_location
-from sqlflow.runtime import commitlog as C
+from sqlflow.runtime.delta import commitlog as C
 from sqlflow.runtime.batch import run_batch
-from sqlflow.runtime.deltalog import latest_version
-from sqlflow.runtime.stream import run_stream
+from sqlflow.runtime.delta.deltalog import latest_version
+from sqlflow.runtime.incremental.stream import run_stream
 
 pytestmark = pytest.mark.spark
 
@@ -407,7 +407,7 @@ def test_verify_passes_on_the_enriched_model_and_would_catch_a_difference(spark,
     """Issue 5: `sqlflow verify` on `dwd_user_events_enriched` with a fixed readiness snapshot
     (verify writes no dimension and no READY row; the stream pins both per micro-batch)."""
     from sqlflow.runtime.snapshot import sync_markers
-    from sqlflow.verify import compare, drop_scratch, verify_project
+    from sqlflow.workflows.verify.run import compare, drop_scratch, verify_project
 
     ctx = demo.ctxs["batch"]
     spark.createDataFrame(demo_rows(11), ODS_SCHEMA).coalesce(1).write.format("delta").mode("append") \

@@ -1,6 +1,6 @@
 """The interval-join contract (DESIGN 2.1, 2.2), differentially: small random inputs (few keys and
 NULL keys, event times on and one µs beside the bounds, duplicates, late and future rows by the
-lateness rule, NULL event times) are run through the batch plan and, by `sqlflow.verify`, through
+lateness rule, NULL event times) are run through the batch plan and, by `sqlflow.workflows.verify.run`, through
 the stream plan in random orders and splits; both must equal a plain-Python reference of the
 contract written here without the compiler. For inner, left and right joins, both strategies.
 
@@ -21,9 +21,9 @@ from hypothesis import strategies as st
 
 from helpers import ad_sources_yml, make_project
 from sqlflow.compiler import compile_project
-from sqlflow.context import Context
+from sqlflow.engine.context import Context
 from sqlflow.errors import SqlflowError
-from sqlflow.verify import drop_scratch, verify_model
+from sqlflow.workflows.verify.run import drop_scratch, verify_model
 
 pytestmark = pytest.mark.spark
 
@@ -275,7 +275,7 @@ def corrupt(plan):
     from sqlglot import exp
 
     from sqlflow.dialect import DIALECT, parse
-    from sqlflow.plan import spark_sql
+    from sqlflow.planning.plan import spark_sql
 
     tree = parse(plan.sql)
     for select in list(tree.find_all(exp.Select)):
@@ -293,7 +293,7 @@ FIXED_CLICKS = [("a", 0, T0 + UPPER, T0 + UPPER), ("b", 1, T0 + 3 * MINUTE + LOW
 def invoke(ctx, *args):
     from click.testing import CliRunner
 
-    from sqlflow.cli import main
+    from sqlflow.cli.main import main
 
     return CliRunner().invoke(main, ["--project-dir", str(ctx.project_dir), "verify", *args])
 
@@ -308,7 +308,7 @@ def test_verify_reports_a_stream_that_differs_per_partition_and_exits_1(spark, c
     assert re.search(r"sink\s+dt=2026-11-02\s+3\s+3\s+0\s+0", good.output), good.output
     assert re.search(r"quarantine\s+dt=2026-11-01\s+1\s+1\s+0\s+0", good.output), good.output
 
-    import sqlflow.verify as V
+    import sqlflow.workflows.verify.run as V
 
     real = V.rebind
     monkeypatch.setattr(V, "rebind", lambda plan, *a, **kw: corrupt(real(plan, *a, **kw)))
@@ -331,5 +331,5 @@ def test_verify_user_errors(spark, contract, tmp_path):
     root = make_project(tmp_path, models={"inner.sql": model_sql("inner", "incremental")},
                         yml={"sources.yml": ad_sources_yml(f"{DB}_nowhere")})
     with pytest.raises(SqlflowError, match=rf"input table `{DB}_nowhere.imps` does not exist.*demo generate"):
-        from sqlflow.verify import verify_project
+        from sqlflow.workflows.verify.run import verify_project
         verify_project(Context.with_session(spark, root))

@@ -1,4 +1,4 @@
-"""Where a micro-batch's older rows come from (`sqlflow.runtime.offsets`, `sqlflow.runtime.older`):
+"""Where a micro-batch's older rows come from (`sqlflow.runtime.offsets`, `sqlflow.runtime.incremental.older`):
 pure file logic over a checkpoint's `offsets/` files, no JVM. The offsets written here have the
 shapes a Delta source writes (checked against Delta 4.4 on real queries: a whole initial
 snapshot delivered ends `(v + 1, -1, false)`, a snapshot or commit split by
@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import json
 
-from sqlflow.runtime import offsets, older
-from sqlflow.runtime.older import ALL_COPIES, Ledger, Source
+from sqlflow.runtime import offsets
+from sqlflow.runtime.incremental import older
+from sqlflow.runtime.incremental.older import ALL_COPIES, Ledger, Source
 
 
 def write_offsets(checkpoint, batch_id, *ends):

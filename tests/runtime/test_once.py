@@ -1,4 +1,4 @@
-"""Exactly-once appends through a query's journal (`sqlflow.runtime.once`): the journal's
+"""Exactly-once appends through a query's journal (`sqlflow.runtime.delta.once`): the journal's
 records and the commit search without a JVM; on real Spark and Delta, journaled appends carry
 a marker and no Delta `txn`, and a retry finds its earlier commit whether or not it got that
 far."""
@@ -10,10 +10,10 @@ import json
 import pytest
 
 from sqlflow.errors import SqlflowError
-from sqlflow.plan import Sink
-from sqlflow.runtime import commitlog as C
-from sqlflow.runtime import deltalog, once
-from sqlflow.runtime.sinks import BatchId, write
+from sqlflow.planning.plan import Sink
+from sqlflow.runtime.delta import commitlog as C
+from sqlflow.runtime.delta import deltalog, once
+from sqlflow.runtime.delta.sinks import BatchId, write
 
 DB = "rt_once"
 

@@ -1,10 +1,10 @@
-"""The close rule of outer stream joins (`sqlflow.runtime.padding`), without a JVM: how a
+"""The close rule of outer stream joins (`sqlflow.runtime.incremental.padding`), without a JVM: how a
 step's frontiers become cutoffs, to the microsecond, and when flush and idle steps move them."""
 
 from __future__ import annotations
 
-from sqlflow.plan import PruneRange, SourceBinding
-from sqlflow.runtime import padding
+from sqlflow.planning.plan import PruneRange, SourceBinding
+from sqlflow.runtime.incremental import padding
 
 MIN = 60_000_000
 IMPS = SourceBinding("ods.imps", "ods.imps", "stream", event_time="imp_ts", ingest_time="ingest_ts",

@@ -1,7 +1,7 @@
 """One spelling of a partition everywhere in the commit log, NULL values included (no JVM)."""
 
-from sqlflow.runtime import commitlog as C
-from sqlflow.runtime.sinks import PartitionWrite, WriteResult
+from sqlflow.runtime.delta import commitlog as C
+from sqlflow.runtime.delta.sinks import PartitionWrite, WriteResult
 
 
 def test_a_null_partition_value_is_spelled_the_same_by_sink_writes_and_the_commit_log():

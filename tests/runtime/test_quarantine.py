@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from pyspark.sql.types import LongType, StringType, StructField, StructType, TimestampType
 
 from sqlflow.errors import SqlflowError
-from sqlflow.plan import SourceBinding
+from sqlflow.planning.plan import SourceBinding
 from sqlflow.runtime.quarantine import COLUMNS, REASONS, split
 
 pytestmark = pytest.mark.spark

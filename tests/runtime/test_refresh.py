@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from sqlflow.compiler import compile_project
-from sqlflow.plan import RoutedPlan, StreamPlan
+from sqlflow.planning.plan import RoutedPlan, StreamPlan
 from sqlflow.runtime.refresh import checkpoint_dir, full_refresh
 
 ROOT = Path(__file__).resolve().parents[2]

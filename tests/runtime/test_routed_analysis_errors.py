@@ -10,9 +10,9 @@ import pytest
 
 from helpers import events_sources_yml, make_project
 from sqlflow.compiler import compile_project
-from sqlflow.context import Context
+from sqlflow.engine.context import Context
 from sqlflow.errors import Location, SqlflowError
-from sqlflow.runtime.routing import run_routed_batch, run_routed_stream
+from sqlflow.runtime.routed.routing import run_routed_batch, run_routed_stream
 
 pytestmark = pytest.mark.spark
 

@@ -36,14 +36,14 @@ from pyspark.sql import functions as F
 
 from helpers import events_sources_yml, make_project, stop_query
 from sqlflow.compiler import compile_project
-from sqlflow.context import Context
+from sqlflow.engine.context import Context
 from sqlflow.errors import SqlflowError
-from sqlflow.plan import COMMIT_LOG
-from sqlflow.runtime import commitlog, deltalog, once
-from sqlflow.runtime.compaction import compact
-from sqlflow.runtime.routing import (DIRTY_REASON, last_report, progress_table, run_routed_batch,
+from sqlflow.planning.plan import COMMIT_LOG
+from sqlflow.runtime.delta import commitlog, deltalog, once
+from sqlflow.runtime.delta.compaction import compact
+from sqlflow.runtime.routed.routing import (DIRTY_REASON, last_report, progress_table, run_routed_batch,
                                      run_routed_stream)
-from sqlflow.verify_outputs import routed_selection
+from sqlflow.workflows.verify.outputs import routed_selection
 
 pytestmark = pytest.mark.spark
 
@@ -396,7 +396,7 @@ def test_a_bounded_run_commits_its_last_hours_once_and_a_later_row_marks_them_di
     assert {r["event_id"] for r in spark.table(live).collect()} == {"e1", "e3"}  # written, not lost
     # `sqlflow status` lists it; `sqlflow repair` backfills the group's day and settles it
     from sqlflow.runtime.repair import repair
-    from sqlflow.runtime.status import status_tables
+    from sqlflow.report.status import status_tables
 
     assert status_tables(spark, [plan])[0].row_count == 1
     group = compile_project(s.stream.project_dir, mode="batch", target=s.stream.target).plans["by_dept"]
@@ -410,7 +410,7 @@ def test_a_bounded_run_commits_its_last_hours_once_and_a_later_row_marks_them_di
 def test_verify_passes_on_the_routed_group_quietly_and_leaves_nothing_behind(spark, setup, hook):
     from click.testing import CliRunner
 
-    from sqlflow.cli import main
+    from sqlflow.cli.main import main
 
     s = setup
     assert routed_selection(s.stream, ["by_dept"]) == routed_selection(s.stream, ["r_main"]) == [

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from sqlflow.errors import SqlflowError
-from sqlflow.plan import Sink
-from sqlflow.runtime.sinks import BatchId, write
+from sqlflow.planning.plan import Sink
+from sqlflow.runtime.delta.sinks import BatchId, write
 
 pytestmark = pytest.mark.spark
 

@@ -22,8 +22,9 @@ from helpers import stop_query
 from runtime.adkit import (CLICK_SCHEMA, IMP_SCHEMA, append, assert_same, at, click, edge_cases,
                            imp, in_ingest_chunks, random_rows, setup_projects)
 from sqlflow.errors import SqlflowError
-from sqlflow.runtime import commitlog, deltalog, state
-from sqlflow.runtime.stream import run_stream
+from sqlflow.runtime.delta import commitlog, deltalog
+from sqlflow.runtime.incremental import state
+from sqlflow.runtime.incremental.stream import run_stream
 
 pytestmark = pytest.mark.spark
 
@@ -156,7 +157,7 @@ def test_flush_is_recorded_so_a_restart_pads_nothing_twice(spark, setup):
     assert spark.table(plan.sink.table).count() == 8
     # a crash right after the flush's sink write (before its `done` mark): the next start
     # redoes the recorded flush, and Delta skips its write
-    from sqlflow.runtime.padding import progress_table
+    from sqlflow.runtime.incremental.padding import progress_table
 
     spark.sql(f"DELETE FROM {progress_table(plan.sink.table, plan.model)} WHERE done")
     redo = run_stream(s.stream, plan).batches

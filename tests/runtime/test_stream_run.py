@@ -18,9 +18,9 @@ from pyspark.sql import functions as F
 from runtime.adkit import (CLICK_SCHEMA, IMP_SCHEMA, append, assert_same, at, chunks, click,
                            edge_cases, imp, random_rows, setup_projects)
 from sqlflow.errors import SqlflowError
-from sqlflow.plan import COMMIT_LOG
-from sqlflow.runtime import once
-from sqlflow.runtime.stream import run_stream
+from sqlflow.planning.plan import COMMIT_LOG
+from sqlflow.runtime.delta import once
+from sqlflow.runtime.incremental.stream import run_stream
 
 pytestmark = pytest.mark.spark
 
@@ -147,7 +147,7 @@ def test_a_checkpoint_from_before_the_journal_replays_its_last_batch_by_delta_tx
 def test_cli_runs_a_bounded_stream_and_prints_each_micro_batch(spark, setup):
     from click.testing import CliRunner
 
-    from sqlflow.cli import main
+    from sqlflow.cli.main import main
 
     imps, _ = edge_cases()
     append(spark, f"{setup.ods}.imps", imps, IMP_SCHEMA)
@@ -189,7 +189,7 @@ def test_cli_runs_a_bounded_stream_and_prints_each_micro_batch(spark, setup):
 
 
 def test_an_interval_trigger_keeps_running_and_picks_up_new_commits(spark, setup):
-    from sqlflow.runtime.stream import start
+    from sqlflow.runtime.incremental.stream import start
 
     imps, clicks = edge_cases()
     plan = setup.stream_plans["attributed"]
@@ -213,7 +213,8 @@ def test_older_rows_come_from_the_inputs_and_only_a_split_commit_is_copied(spark
     that ends inside a commit (more files than `maxFilesPerTrigger`) copies its rows to the
     state table, and the batch after it reads that version plus the copies. Whole-commit
     batches copy nothing; both give the batch plan's output."""
-    from sqlflow.runtime import offsets, state
+    from sqlflow.runtime import offsets
+    from sqlflow.runtime.incremental import state
 
     s = setup
     plan = s.stream_plans["attributed"]

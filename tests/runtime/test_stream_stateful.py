@@ -20,9 +20,9 @@ from runtime.adkit import (CLICK_SCHEMA, IMP_SCHEMA, append, assert_same, at, ch
                            random_rows, setup_projects)
 from sqlflow.compiler import compile_project
 from sqlflow.errors import SqlflowError
-from sqlflow.plan import COMMIT_LOG
-from sqlflow.runtime import commitlog, deltalog, once
-from sqlflow.runtime.stream import run_stream
+from sqlflow.planning.plan import COMMIT_LOG
+from sqlflow.runtime.delta import commitlog, deltalog, once
+from sqlflow.runtime.incremental.stream import run_stream
 
 pytestmark = pytest.mark.spark
 
@@ -149,7 +149,7 @@ def test_a_row_spark_drops_behind_the_watermark_marks_its_partition_dirty(spark,
     exactly the rows Spark counts and marks their output partition dirty."""
     from click.testing import CliRunner
 
-    from sqlflow.cli import main
+    from sqlflow.cli.main import main
 
     s = setup
     plan = s.stream_plans["tight"]
@@ -215,7 +215,7 @@ def test_an_idle_timeout_closes_pending_intervals_under_an_interval_trigger(spar
     unmatched impression is emitted padded, and the sink equals the batch plan."""
     import time
 
-    from sqlflow.runtime.stream import start
+    from sqlflow.runtime.incremental.stream import start
 
     s = setup
     plan = dataclasses.replace(s.stream_plans["samples"], idle_timeout_us=2_000_000)

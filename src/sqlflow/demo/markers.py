@@ -21,7 +21,7 @@ def table_location(spark, table: str) -> str:
     `DESCRIBE DETAIL` reports the same path but first computes the table's size from its
     Delta snapshot, a 50-task job that costs seconds on two cores.
     """
-    from sqlflow.runtime.deltalog import describe
+    from sqlflow.runtime.delta.deltalog import describe
 
     location = describe(spark, table).location
     if location:

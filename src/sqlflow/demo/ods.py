@@ -15,7 +15,7 @@ from datetime import date
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from sqlflow.config import micros
+from sqlflow.project.config import micros
 from sqlflow.demo import scenario as S
 from sqlflow.demo.noise import choice, index, normal, truncated_exponential, uniform, weighted, zipf_rank
 

@@ -11,7 +11,7 @@ import time
 from rich.console import Console
 from rich.table import Table
 
-from sqlflow.context import Context
+from sqlflow.engine.context import Context
 from sqlflow.demo import scenario as S
 from sqlflow.demo.generate import DemoReport, generate, span, table_rows
 
@@ -51,7 +51,7 @@ def generate_demo(ctx: Context, console: Console, *, rows: int | None = None,
 def run_demo(ctx: Context, console: Console, *, rows: int | None = None,
              seed: int | None = None, days: int | None = None) -> None:
     """Generate the demo data, backfill every model with sqlflow, and print every table built."""
-    from sqlflow.runtime.runner import run_batch_project
+    from sqlflow.workflows.run import run_batch_project
 
     started = time.monotonic()
     report = generate_demo(ctx, console, rows=rows, seed=seed, days=days)

@@ -7,7 +7,7 @@
 """
 
 from sqlflow.runtime.batch import DateRange, RunResult, run_batch, run_models
-from sqlflow.runtime.sinks import BatchId, PartitionWrite, WriteResult, write
+from sqlflow.runtime.delta.sinks import BatchId, PartitionWrite, WriteResult, write
 
 __all__ = ["BatchId", "DateRange", "PartitionWrite", "RunResult", "WriteResult", "run_batch",
            "run_models", "write"]

@@ -7,7 +7,7 @@ unresolved column, `routineName` of an unknown function...) and usually a query 
 fragment of the SQL it rejected with its start index. That fragment is found again in the
 model's rendered SQL by comparing sqlglot tokens (not characters, so formatting and quoting do
 not matter), and the rendered position is mapped to the model file through the render's
-source map (`sqlflow.sourcemap`), so Jinja that adds or removes lines above it does not shift it.
+source map (`sqlflow.rendering.sourcemap`), so Jinja that adds or removes lines above it does not shift it.
 
 When the fragment appears several times, the occurrence Spark pointed at in the plan's SQL
 picks the one in the model (the delta rule repeats the model's statement, so occurrence k of

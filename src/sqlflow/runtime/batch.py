@@ -6,7 +6,7 @@ For each model, on one SparkSession:
    quarantine filter (`sqlflow.runtime.quarantine`) and its clean rows become the plan's
    clean view;
 2. write the quarantine rows to `<model>__quarantine`;
-3. run `plan.sql` and write the sink (`sqlflow.runtime.sinks`).
+3. run `plan.sql` and write the sink (`sqlflow.runtime.delta.sinks`).
 
 A backfill range `[start, end]` (inclusive dates of the sink's first partition column) is
 written with a Delta `replaceWhere` over exactly that range, so partitions outside it are never
@@ -30,12 +30,12 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import DateType, StringType, TimestampNTZType, TimestampType
 
 from sqlflow.errors import Location, SqlflowError
-from sqlflow.plan import COMMIT_LOG, BatchPlan, RoutedPlan, Sink
+from sqlflow.planning.plan import COMMIT_LOG, BatchPlan, RoutedPlan, Sink
 from sqlflow.runtime import quarantine as Q
 from sqlflow.runtime import snapshot
 from sqlflow.runtime.analysis_errors import model_errors
-from sqlflow.runtime.deltalog import latest_version
-from sqlflow.runtime.sinks import WriteResult, quote, write
+from sqlflow.runtime.delta.deltalog import latest_version
+from sqlflow.runtime.delta.sinks import WriteResult, quote, write
 
 try:  # a JVM error pyspark does not translate arrives as Py4JJavaError (not with Spark Connect)
     from py4j.protocol import Py4JJavaError
@@ -162,7 +162,7 @@ def run_models(ctx, plans: Sequence[BatchPlan], *, start: date | None = None,
     DateRange.of(start, end)  # refuse a bad range before any model runs
     for plan in plans:
         if isinstance(plan, RoutedPlan):  # fan-out fusion: one read for every target
-            from sqlflow.runtime.routing import run_routed_batch
+            from sqlflow.runtime.routed.routing import run_routed_batch
             yield from run_routed_batch(ctx, plan, start=start, end=end)
             continue
         yield run_batch(ctx, plan, start=start, end=end)

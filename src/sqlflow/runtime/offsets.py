@@ -13,7 +13,7 @@ offset is `(reservoirVersion v, index i, isStartingVersion s)`:
 - `(v, i >= 0, _)`: part of a version (or of the starting snapshot): the first `i + 1` files
   in the order the source admits them. A micro-batch ends there when one commit has more files
   than `maxFilesPerTrigger` allows; this module does not reproduce the source's file order, so
-  the runtime keeps a copy of such batches' rows (`sqlflow.runtime.state`).
+  the runtime keeps a copy of such batches' rows (`sqlflow.runtime.incremental.state`).
 
 `Delivered` names the first two cases; `None` is the third (or an offset it cannot read).
 """

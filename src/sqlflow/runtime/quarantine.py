@@ -31,7 +31,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import DateType, TimestampNTZType, TimestampType
 
 from sqlflow.errors import SqlflowError
-from sqlflow.plan import SourceBinding
+from sqlflow.planning.plan import SourceBinding
 
 REASONS = ("late", "future", "null_event_time", "malformed", "dim_missing")
 COLUMNS = ("model", "input", "reason", "event_time", "ingest_time", "raw", "origin", "dt")

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from pyspark.sql import SparkSession
 
-from sqlflow.plan import RoutedPlan, StreamPlan
+from sqlflow.planning.plan import RoutedPlan, StreamPlan
 
 
 def checkpoint_dir(project_dir: Path | str, plan: StreamPlan | RoutedPlan) -> Path:

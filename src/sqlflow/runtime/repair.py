@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from datetime import date, timedelta
 from typing import Callable, Sequence
 
-from sqlflow.plan import BatchPlan, RoutedPlan
-from sqlflow.runtime import commitlog as C
+from sqlflow.planning.plan import BatchPlan, RoutedPlan
+from sqlflow.runtime.delta import commitlog as C
 from sqlflow.runtime.batch import RunResult, run_batch
 
 
@@ -90,7 +90,7 @@ def repair_routed(ctx, plan: RoutedPlan, *,
     overwritten over the range, the hours committed (and notified) again. Its `write` rows name
     full partitions, not the hours the `dirty` rows name, so each repaired hour gets a `repair`
     row once the backfill succeeded."""
-    from sqlflow.runtime.routing import run_routed_batch
+    from sqlflow.runtime.routed.routing import run_routed_batch
 
     spark = ctx.spark
     tables = [t.sink.table for t in plan.targets]

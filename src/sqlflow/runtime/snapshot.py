@@ -1,7 +1,7 @@
 """Dimension snapshots (DESIGN 2.3) and the commit-log rows of every model write (DESIGN 2.5).
 
 A model with dimension joins reads each dimension and the READY set through temp views
-(`sqlflow.dimplan`). `pin` registers them once per backfill run and once per micro-batch:
+(`sqlflow.planning.dimplan`). `pin` registers them once per backfill run and once per micro-batch:
 1. ready markers: for a dimension whose source sets `ready_marker: _SUCCESS`, each partition
    directory holding the marker gets a `commit` row (mode `marker`) if it has none yet, so
    READY is the commit log alone from here on;
@@ -28,11 +28,11 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from sqlflow.plan import COMMIT_LOG, BatchPlan, DimPlan, Sink, StreamPlan
-from sqlflow.runtime import commitlog as C
+from sqlflow.planning.plan import COMMIT_LOG, BatchPlan, DimPlan, Sink, StreamPlan
+from sqlflow.runtime.delta import commitlog as C
 from sqlflow.runtime import quarantine as Q
-from sqlflow.runtime.deltalog import latest_version
-from sqlflow.runtime.sinks import BatchId, WriteResult, quote, write
+from sqlflow.runtime.delta.deltalog import latest_version
+from sqlflow.runtime.delta.sinks import BatchId, WriteResult, quote, write
 
 MISSING = "dim_missing"
 

@@ -1,0 +1,66 @@
+"""What every `sqlflow` command shares: consoles, the error handler, the Context, --vars.
+
+Command modules (`sqlflow.cli.main` and `sqlflow.cli.commands.*`) import from here, never from each other.
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+
+import click
+from rich.console import Console
+
+from sqlflow.engine.context import Context
+from sqlflow.errors import SqlflowError
+
+console = Console(highlight=False)
+err_console = Console(stderr=True, highlight=False)
+
+
+def error_handler(fn):
+    """Turn known errors into red lines and exit 1; let --debug show the traceback."""
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        ctx = click.get_current_context()
+        debug = bool(ctx.find_root().params.get("debug"))
+        try:
+            return fn(*args, **kwargs)
+        except SqlflowError as exc:
+            if debug:
+                raise
+            for diag in exc.diagnostics:
+                err_console.print(f"[red]{escape(diag.format())}[/red]", soft_wrap=True)
+            sys.exit(1)
+
+    return wrapper
+
+
+def escape(text: str) -> str:
+    from rich.markup import escape
+
+    return escape(text)
+
+
+def context() -> Context:
+    """The Context for the running command, discovered once from the root options."""
+    obj = click.get_current_context().find_root().obj
+    if "context" not in obj:
+        obj["context"] = Context.discover(obj["project_dir"], obj["target"])
+    return obj["context"]
+
+
+def parse_vars(text: str | None) -> dict:
+    if not text:
+        return {}
+    import yaml
+
+    try:
+        value = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise SqlflowError(f"--vars is not valid YAML: {exc}",
+                           hint="""pass a mapping, e.g. --vars '{"start": "2026-11-01"}'""") from None
+    if not isinstance(value, dict):
+        raise SqlflowError("--vars must be a mapping", hint="""e.g. --vars '{"days": 2}'""")
+    return value

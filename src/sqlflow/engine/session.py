@@ -1,0 +1,108 @@
+"""Build the SparkSession for a profile target, with the project's UDFs registered.
+
+dbt-spark's `session` method builds its session from the same `server_side_parameters`, so a
+`dbt run` and a `sqlflow run` against one target see the same warehouse and metastore.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+from sqlflow.errors import SqlflowError
+from sqlflow.project.profiles import Target
+
+# Config keys whose values are filesystem paths, relative to the project root in the profile.
+_PATH_KEYS = ("spark.sql.warehouse.dir", "spark.local.dir", "spark.sql.streaming.checkpointLocation")
+_DERBY_NAME = re.compile(r"(databaseName=)([^;]+)")
+_DERBY_HOME = re.compile(r"(-Dderby\.system\.home=)(\S+)")
+
+
+def check_java() -> None:
+    """Fail with a fix when no Java 17+ is reachable; Spark 4 needs it to start."""
+    java_home = os.environ.get("JAVA_HOME")
+    java = str(Path(java_home) / "bin" / "java") if java_home else shutil.which("java")
+    if not java or not Path(java).exists():
+        raise SqlflowError(
+            "Java was not found; Spark needs Java 17 or newer",
+            hint="install it (e.g. `apt-get install openjdk-17-jre-headless`) or set JAVA_HOME",
+        )
+    out = subprocess.run([java, "-version"], capture_output=True, text=True).stderr
+    m = re.search(r'version "(\d+)', out)
+    if m and int(m.group(1)) < 17:
+        raise SqlflowError(
+            f"Java {m.group(1)} found at {java}; Spark 4 needs Java 17 or newer",
+            hint="install Java 17 and point JAVA_HOME at it",
+        )
+
+
+def spark_conf(target: Target, project_dir: Path, overrides: dict[str, str] | None = None) -> dict[str, str]:
+    """The target's Spark config with project-relative paths made absolute."""
+    conf = dict(target.server_side_parameters)
+    conf.update(overrides or {})
+    root = project_dir.resolve()
+
+    def absolute(p: str) -> str:
+        return p if os.path.isabs(p) or "://" in p else str(root / p)
+
+    for key in _PATH_KEYS:
+        if key in conf:
+            conf[key] = absolute(conf[key])
+    for key in ("spark.hadoop.javax.jdo.option.ConnectionURL",):
+        if key in conf:
+            conf[key] = _DERBY_NAME.sub(lambda m: m.group(1) + absolute(m.group(2)), conf[key])
+    if "spark.driver.extraJavaOptions" in conf:
+        conf["spark.driver.extraJavaOptions"] = _DERBY_HOME.sub(
+            lambda m: m.group(1) + absolute(m.group(2)), conf["spark.driver.extraJavaOptions"]
+        )
+    return conf
+
+
+def build_session(
+    target: Target, project_dir: Path, overrides: dict[str, str] | None = None
+):
+    """Create (or reuse) the SparkSession for `target` and register the project's UDFs."""
+    from pyspark.sql import SparkSession
+
+    conf = spark_conf(target, project_dir, overrides)
+    if not target.is_connect:
+        check_java()
+        for key in ("spark.sql.warehouse.dir",):
+            if key in conf and "://" not in conf[key]:
+                Path(conf[key]).mkdir(parents=True, exist_ok=True)
+    builder = SparkSession.builder
+    for key, value in conf.items():
+        builder = builder.config(key, value)
+    if not target.is_connect:
+        builder = builder.enableHiveSupport()
+    try:
+        spark = builder.getOrCreate()
+    except ImportError as exc:
+        raise SqlflowError(
+            f"the Spark Connect client is not installed ({exc.name or exc})",
+            hint="pip install -e '.[connect]'",
+        ) from exc
+    except Exception as exc:  # JVM start failures surface as assorted Py4J/Runtime errors
+        raise SqlflowError(
+            f"Spark could not start for target `{target.name}`: {str(exc).splitlines()[0]}",
+            hint="check the target's server_side_parameters in profiles/profiles.yml "
+            "(run with --debug for the full error)",
+        ) from exc
+    if not target.is_connect:
+        spark.sparkContext.setLogLevel("ERROR")
+        _quiet(spark, "org.apache.hadoop.hive.metastore.HiveAlterHandler")
+    from sqlflow.engine.udfs import register_udfs
+
+    register_udfs(spark, project_dir)
+    return spark
+
+
+def _quiet(spark, logger: str) -> None:
+    """Silence a JVM logger. The Hive metastore logs an ERROR on every rebuild of an existing
+    Delta table even though Spark recovers and the write succeeds."""
+    jvm = spark.sparkContext._jvm
+    level = jvm.org.apache.logging.log4j.Level.OFF
+    jvm.org.apache.logging.log4j.core.config.Configurator.setLevel(logger, level)

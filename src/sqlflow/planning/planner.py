@@ -1,0 +1,257 @@
+"""Build a model's plan for one mode from its rendered SQL and its IR (see `sqlflow.planning.plan`)."""
+
+from __future__ import annotations
+
+import dataclasses
+from datetime import timedelta
+from typing import Any
+
+from sqlglot import exp
+
+from sqlflow.project.config import column_list, micros
+from sqlflow.analysis.ir import InputRel, ModelIR
+from sqlflow.planning.plan import (
+    COMMIT_LOG, STATE_DIR, BatchPlan, Mode, Plan, PruneRange, Sink, SourceBinding, StreamPlan, Watermark,
+    bind_relations, quarantine_table, spark_sql, stream_joins, streams_of, view_name,
+)
+
+DEFAULT_TRIGGER = "10 seconds"
+
+
+def build_plan(rendered: Any, ir: ModelIR, mode: Mode, *, warnings: tuple[str, ...] = ()) -> Plan:
+    """The plan of one rendered model in `mode`; `ir` must be analyzed in the same mode.
+
+    Only `streaming_table` models stream; every other materialization gets a batch plan in
+    both modes (a `table` is rebuilt, a `view` created).
+    """
+    from sqlflow.planning.dimplan import dim_plan, pin
+
+    config = rendered.config
+    table = str(rendered.relation)
+    unpinned, ir = ir, pin(ir)  # dimensions and READY through views pinned per run/micro-batch
+    partition_by = column_list(config.partition_by)
+    quarantine = quarantine_table(table, config.quarantine)
+    if mode == "stream" and config.materialized == "streaming_table":
+        plan = _stream_plan(rendered, ir, table, partition_by, quarantine, warnings)
+        views = {b.relation: b.view for b in plan.sources if b.view}
+        return dataclasses.replace(plan, dim=dim_plan(unpinned, views))
+    write = {"streaming_table": "overwrite_partitions", "incremental": "overwrite_partitions",
+             "view": "view"}.get(config.materialized, "replace")
+    if write == "overwrite_partitions" and not partition_by:
+        write = "replace"
+    sources = tuple(_batch_binding(i) for i in _inputs(ir))
+    views = {b.relation: b.view for b in sources if b.view}
+    return BatchPlan(
+        model=rendered.name, path=rendered.path, materialized=config.materialized,
+        sql=spark_sql(bind_relations(ir.ast, views)), sources=sources,
+        sink=Sink(table, write, partition_by, file_format=config.file_format or "delta"),
+        quarantine=quarantine, event_time=config.event_time or ir.event_time,
+        backfill_margin_us=backfill_margin(ir, partition_by) if views else None, warnings=warnings,
+        dim=dim_plan(unpinned, views),
+    )
+
+
+def _batch_binding(i: InputRel) -> SourceBinding:
+    """A static read; an input that would stream goes through the quarantine filter (a clean
+    view), exactly as its micro-batches do in stream mode."""
+    if i.is_stream and i.event_time:
+        return SourceBinding(**_base(i, "static"), view=view_name("clean", i.relation))
+    return _static(i)
+
+
+def _stream_plan(rendered: Any, ir: ModelIR, table: str, partition_by: tuple[str, ...],
+                 quarantine: str, warnings: tuple[str, ...]) -> StreamPlan:
+    config = rendered.config
+    streams = streams_of(ir)
+    strategy = config.stream_strategy
+    if strategy == "stateful":
+        delay = micros(config.skew_margin)
+        bindings = {
+            s.relation: SourceBinding(
+                **_base(s, "stream"), view=view_name("stream", s.relation),
+                watermark=Watermark(s.event_time, s.allowed_lateness_us + delay)
+                if s.event_time else None)
+            for s in streams
+        }
+        sql = spark_sql(bind_relations(ir.ast, {r: b.view for r, b in bindings.items()}))
+        padding: tuple[str, ...] = ()
+        flush = sum(max(abs(j.interval.lower_us), abs(j.interval.upper_us)) for j in stream_joins(ir)
+                    if j.interval is not None and j.interval.bounded)
+    else:
+        bindings, sql, padding = _incremental(ir, streams)
+        flush = 0
+    sources = tuple(bindings.get(i.relation) or _static(i) for i in _inputs(ir))
+    return StreamPlan(
+        model=rendered.name, path=rendered.path, materialized=config.materialized,
+        strategy=strategy, sql=sql, sources=sources,
+        sink=Sink(table, "append_once", partition_by,
+                  checkpoint=f"{STATE_DIR}/checkpoints/{rendered.name}",
+                  file_format=config.file_format or "delta"),
+        quarantine=quarantine, trigger=_trigger(config.trigger), padding_sql=padding,
+        idle_timeout_us=micros(config.idle_timeout) if config.idle_timeout is not None else None,
+        event_time=config.event_time or ir.event_time, warnings=warnings,
+        flush_margin_us=flush,
+    )
+
+
+def _incremental(ir: ModelIR, streams: list[InputRel]):
+    """Bind streams to micro-batch delta views; joins of streams by the delta rule."""
+    from sqlflow.planning.delta.rule import DeltaBinding, delta_rewrite, padding_queries
+
+    joins = stream_joins(ir)
+    prunes = _prune_ranges(ir, joins)
+    joined = {r for j in joins for r in (_rel(ir, j.left_alias, j), _rel(ir, j.right_alias, j))}
+    if None in joined:  # a join side is a CTE or subquery: every stream may need its old rows
+        joined = {s.relation for s in streams} if joins else set()
+    bindings = {
+        s.relation: SourceBinding(
+            **_base(s, "stream"), view=view_name("delta", s.relation),
+            old_view=view_name("old", s.relation) if s.relation in joined else None,
+            prune=prunes.get(s.relation, ()))
+        for s in streams
+    }
+    deltas = {r: DeltaBinding(r, b.view, b.old_view or b.view) for r, b in bindings.items()}
+    if not joined:
+        return bindings, spark_sql(bind_relations(ir.ast, {r: b.view for r, b in bindings.items()})), ()
+    rewritten = delta_rewrite(ir.ast, deltas)
+    pending = {r: view_name("pending", r) for r in deltas}
+    padded = padding_queries(ir.ast, deltas, pending)
+    padding = tuple(spark_sql(padded[r]) for r in sorted(padded))
+    for r in padded:
+        bindings[r] = dataclasses.replace(bindings[r], pending_view=pending[r])
+    return bindings, spark_sql(rewritten), padding
+
+
+def _prune_ranges(ir: ModelIR, joins) -> dict[str, tuple[PruneRange, ...]]:
+    """For each joined stream, the older rows each other side's new rows can match
+    (`delta_rule.pruning_ranges`), named by the relations the runtime reads."""
+    from sqlflow.planning.delta.rule import pruning_ranges
+
+    out: dict[str, list[PruneRange]] = {}
+    for j in joins:
+        if j.kind != "interval" or j.interval is None or not j.interval.bounded or j.interval.empty:
+            continue
+        b = j.interval
+        left, right = _rel(ir, j.left_alias, j), _rel(ir, j.right_alias, j)
+        if left is None or right is None:
+            continue  # a side read through a CTE or subquery: its older rows are read unpruned
+        ranges = pruning_ranges((b.left_time, b.right_time, b.lower_us, b.upper_us))
+        for rel, other, m in ((left, right, ranges.old_left), (right, left, ranges.old_right)):
+            out.setdefault(rel, []).append(PruneRange(m.column, other, m.by, m.lower_us, m.upper_us))
+    return {k: tuple(v) for k, v in out.items()}
+
+
+def _rel(ir: ModelIR, alias: str, join) -> str | None:
+    """The input relation a join side reads directly; None for a CTE or subquery side."""
+    for read in ir.reads:
+        if read.alias == alias and read.scope == join.scope:
+            return read.input.relation
+    return next((r.input.relation for r in ir.reads if r.alias == alias), None)
+
+
+def _inputs(ir: ModelIR) -> list[InputRel]:
+    """The inputs a run reads and checks; the commit log, read by dim joins through a pinned
+    view, is the runtime's own table, not an input."""
+    seen: dict[str, InputRel] = {}
+    for read in ir.reads:
+        if read.input.relation == COMMIT_LOG:
+            continue
+        seen.setdefault(read.input.relation, read.input)
+    return list(seen.values())
+
+
+def _base(i: InputRel, read: str) -> dict[str, Any]:
+    return dict(relation=i.relation, input=i.name, read=read, kind=i.kind, event_time=i.event_time,
+                ingest_time=i.ingest_time, allowed_lateness_us=i.allowed_lateness_us,
+                future_tolerance_us=i.future_tolerance_us)
+
+
+def _static(i: InputRel) -> SourceBinding:
+    return SourceBinding(**_base(i, "static"))
+
+
+def _trigger(value: Any) -> str:
+    if value is None:
+        return DEFAULT_TRIGGER
+    if isinstance(value, timedelta):
+        return f"{int(value.total_seconds())} seconds"
+    return str(value)
+
+
+
+
+# --- backfill ranges ------------------------------------------------------------------------------
+
+_DAY_OR_FINER = {"DAY", "DD", "HOUR", "MINUTE", "SECOND", "MILLISECOND", "MICROSECOND"}
+
+
+def backfill_margin(ir: ModelIR, partition_by: tuple[str, ...]) -> int | None:
+    """How far (µs) a backfill of output dates [start, end] must widen its event-time reads.
+
+    Pruning is safe when the output's first partition column is the date (or a finer
+    truncation) of one stream input's event time in the model query, and every other stream
+    input is tied to that one by bounded interval joins: then an output row of date d comes
+    from rows whose event times lie within the sum of the join bounds of [d, d + 1 day).
+    Anything else (windows, dedups, LIMIT, subqueries over streams, a date taken from the
+    ingest partition) returns None: the backfill reads its inputs whole and filters the output.
+    """
+    if not partition_by or ir.windows or ir.dedups or ir.clauses or not isinstance(ir.ast, exp.Select):
+        return None
+    root_tables = {t.alias_or_name.lower(): t for t in _root_tables(ir.ast)}
+    streams = {r.alias.lower(): r.input for r in ir.reads if r.input.is_stream and r.input.event_time}
+    if not streams or not set(streams) <= set(root_tables):
+        return None
+    anchor = _date_source(ir.ast, partition_by[0], root_tables)
+    if anchor is None or anchor[0] not in streams or \
+            anchor[1].lower() != (streams[anchor[0]].event_time or "").lower():
+        return None
+    stream_joins = [j for j in ir.joins if j.left_streaming and j.right_streaming]
+    if any(j.kind != "interval" or j.interval is None or not j.interval.bounded for j in stream_joins):
+        return None
+    reached, pending = {anchor[0]}, list(stream_joins)
+    while any(_touches(j, reached) for j in pending):  # walk out from the anchor, join by join
+        for j in [j for j in pending if _touches(j, reached)]:
+            reached |= {j.left_alias.lower(), j.right_alias.lower()}
+            pending.remove(j)
+    if pending or not set(streams) <= reached:
+        return None
+    # Bounds add up along a chain of joins; their sum covers every path from the anchor.
+    return sum(max(abs(j.interval.lower_us), abs(j.interval.upper_us)) for j in stream_joins)
+
+
+def _touches(join, aliases: set[str]) -> bool:
+    return join.left_alias.lower() in aliases or join.right_alias.lower() in aliases
+
+
+def _root_tables(select: exp.Select) -> list[exp.Table]:
+    """Tables read directly by the model query's FROM and JOINs (not in subqueries)."""
+    nodes = [select.args.get("from_")] + list(select.args.get("joins") or [])
+    return [n.this for n in nodes if n is not None and isinstance(n.this, exp.Table)]
+
+
+def _date_source(select: exp.Select, name: str, tables: dict[str, exp.Table]) -> tuple[str, str] | None:
+    """(alias, column) when output column `name` is a date bucket of one plain column."""
+    item = next((e for e in select.expressions if e.alias_or_name.lower() == name.lower()), None)
+    node = item.this if isinstance(item, exp.Alias) else item
+    if not _is_date_bucket(node):
+        return None
+    inner = node.this
+    while isinstance(inner, (exp.TimeStrToTime, exp.Paren)):
+        inner = inner.this
+    if not isinstance(inner, exp.Column):
+        return None
+    alias = inner.table.lower() or (next(iter(tables)) if len(tables) == 1 else "")
+    return (alias, inner.name) if alias else None
+
+
+def _is_date_bucket(node: exp.Expression | None) -> bool:
+    if isinstance(node, (exp.TsOrDsToDate, exp.Date)):
+        return True
+    if isinstance(node, (exp.Cast, exp.TryCast)):
+        return node.to.is_type("date")
+    if isinstance(node, (exp.TimestampTrunc, exp.DateTrunc, exp.DatetimeTrunc)):
+        unit = node.args.get("unit")
+        return unit is not None and unit.name.upper() in _DAY_OR_FINER
+    if isinstance(node, exp.TimeToStr):
+        return spark_sql(node).lower().find("'yyyy-mm-dd") >= 0
+    return False

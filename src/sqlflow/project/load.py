@@ -1,0 +1,356 @@
+"""Load a dbt project into plain values: project settings, models, yml properties, sources, macros.
+
+Nothing here renders Jinja in models; a model's config from `dbt_project.yml` and its yml is
+merged here (`ModelNode.base_config`), and render adds the `{{ config(...) }}` calls on top.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import jinja2
+import jinja2.ext
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from sqlflow.project.config import check_layer, merge_config, normalize_keys
+from sqlflow.errors import Diagnostic, DiagnosticSink, Location, SqlflowError, did_you_mean
+from sqlflow.project.sources import (Column, SourceTable, columns_of, line_of, load_yaml,
+                             source_tables)
+
+PROJECT_FILE = "dbt_project.yml"
+
+# --- the values a project loads into ------------------------------------------------------------
+
+
+class ProjectFile(BaseModel):
+    """The parts of dbt_project.yml sqlflow reads; other dbt keys are accepted and ignored."""
+
+    model_config = ConfigDict(extra="allow", populate_by_name=True)
+
+    name: str
+    profile: str | None = None
+    version: str | float | None = None
+    config_version: int = Field(default=2, alias="config-version")
+    model_paths: list[str] = Field(default_factory=lambda: ["models"], alias="model-paths")
+    macro_paths: list[str] = Field(default_factory=lambda: ["macros"], alias="macro-paths")
+    vars: dict[str, Any] = Field(default_factory=dict)
+    models: dict[str, Any] = Field(default_factory=dict)
+
+
+class ModelProperties(BaseModel):
+    """A model's entry in a `models/**/*.yml` file."""
+
+    model_config = ConfigDict(frozen=True)
+
+    description: str = ""
+    columns: tuple[Column, ...] = ()
+    config: dict[str, Any] = Field(default_factory=dict)
+    path: str = ""
+    line: int = 0
+
+
+class ModelNode(BaseModel):
+    """One `models/**/*.sql` file, unrendered, with its config from the project file and yml."""
+
+    model_config = ConfigDict(frozen=True)
+
+    name: str
+    path: str
+    raw_sql: str
+    fqn: tuple[str, ...]
+    properties: ModelProperties | None = None
+    base_config: dict[str, Any] = Field(default_factory=dict)
+
+    @property
+    def location(self) -> Location:
+        return Location(self.path)
+
+
+class MacroDef(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    name: str
+    path: str
+    line: int
+
+
+class Project(BaseModel):
+    """Everything `load_project` read: the input of render."""
+
+    model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True)
+
+    name: str
+    profile: str | None
+    root: Path
+    vars: dict[str, Any]
+    model_paths: tuple[str, ...]
+    macro_paths: tuple[str, ...]
+    models: dict[str, ModelNode]
+    sources: dict[str, SourceTable]  # "source_name.table_name" -> table
+    macros: dict[str, MacroDef]
+    macro_files: dict[str, str]  # project-relative path -> text
+    warnings: tuple[Diagnostic, ...] = ()
+
+    def source(self, source_name: str, table_name: str) -> SourceTable | None:
+        return self.sources.get(f"{source_name}.{table_name}")
+
+
+# --- loading ----------------------------------------------------------------------------------------
+
+
+def load_project(project_dir: Path) -> Project:
+    """Read `project_dir` (dbt_project.yml, models, yml properties, sources, macros).
+
+    Every problem found is reported together as one SqlflowError, each at its file and line.
+    """
+    root = Path(project_dir).resolve()
+    sink = DiagnosticSink()
+    pfile, tree_lines = _read_project_file(root)
+    _check_tree(pfile.models, tree_lines, sink)
+    sql_files = _model_files(root, pfile)
+    props, sources = _read_ymls(root, pfile, sink)
+    models = _build_models(root, pfile, sql_files, props, sink)
+    macros, macro_files = _read_macros(root, pfile, sink)
+    sink.raise_if_errors()
+    return Project(
+        name=pfile.name, profile=pfile.profile, root=root, vars=_project_vars(pfile),
+        model_paths=tuple(pfile.model_paths), macro_paths=tuple(pfile.macro_paths),
+        models=models, sources=sources, macros=macros, macro_files=macro_files,
+        warnings=tuple(sink.warnings) + tuple(_unused_paths(pfile, models)),
+    )
+
+
+def _read_project_file(root: Path) -> tuple[ProjectFile, Any]:
+    path = root / PROJECT_FILE
+    if not path.is_file():
+        raise SqlflowError(f"no {PROJECT_FILE} in {root}", hint="run inside a dbt project")
+    data = load_yaml(path, PROJECT_FILE) or {}
+    try:
+        pfile = ProjectFile.model_validate(data)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        key = str(err["loc"][0]) if err["loc"] else ""
+        raise SqlflowError(f"`{key}`: {err['msg']}", location=Location(
+            PROJECT_FILE, line_of(data, key) or 1), hint="see dbt's dbt_project.yml reference") from None
+    return pfile, data.get("models") if isinstance(data, dict) else None
+
+
+def _project_vars(pfile: ProjectFile) -> dict[str, Any]:
+    """Global vars plus the ones scoped to this project (`vars: {<project>: {...}}`)."""
+    out = {k: v for k, v in pfile.vars.items() if k != pfile.name}
+    scoped = pfile.vars.get(pfile.name)
+    if isinstance(scoped, dict):
+        out.update(scoped)
+    return out
+
+
+def tree_layer(level: dict[str, Any]) -> dict[str, Any]:
+    """The configs of one level of the `models:` tree (dbt: `+key`, or a non-dict value)."""
+    out: dict[str, Any] = {}
+    for key, value in level.items():
+        if isinstance(key, str) and key.startswith("+"):
+            out[key[1:].strip()] = value
+        elif not isinstance(value, dict):
+            out[key] = value
+    return out
+
+
+def project_layers(models_tree: dict[str, Any], fqn: tuple[str, ...]) -> list[dict[str, Any]]:
+    """Config layers for a model with `fqn`, least specific first (dbt's fqn_search)."""
+    layers = [tree_layer(models_tree)]
+    level: Any = models_tree
+    for part in fqn:
+        level = level.get(part) if isinstance(level, dict) else None
+        if not isinstance(level, dict):
+            break
+        layers.append(tree_layer(level))
+    return layers
+
+
+def _check_tree(tree: Any, lines: Any, sink: DiagnosticSink) -> None:
+    if not isinstance(tree, dict):
+        return
+    layer = tree_layer(tree)
+    key_lines = {k.lstrip("+"): v for k, v in getattr(lines, "key_lines", {}).items()
+                 if isinstance(k, str)}
+    for diag in check_layer(layer, Location(PROJECT_FILE, line_of(lines)), key_lines):
+        sink.items.append(diag)
+    for key, value in tree.items():
+        if isinstance(value, dict) and not str(key).startswith("+"):
+            _check_tree(value, value, sink)
+
+
+def _model_files(root: Path, pfile: ProjectFile) -> list[tuple[str, Path, tuple[str, ...]]]:
+    """(project-relative path, file, fqn) of every model .sql file, in path order."""
+    out = []
+    for mpath in pfile.model_paths:
+        base = root / mpath
+        for file in sorted(base.rglob("*.sql")) if base.is_dir() else []:
+            rel = file.relative_to(root).as_posix()
+            parts = file.relative_to(base).with_suffix("").parts
+            out.append((rel, file, (pfile.name, *parts)))
+    return out
+
+
+def _build_models(root: Path, pfile: ProjectFile, files: list, props: dict[str, ModelProperties],
+                  sink: DiagnosticSink) -> dict[str, ModelNode]:
+    models: dict[str, ModelNode] = {}
+    for rel, file, fqn in files:
+        name = fqn[-1]
+        if name in models:
+            sink.error(f"two models are named `{name}` ({models[name].path} and {rel})",
+                       Location(rel), "rename one of the files; model names are unique")
+            continue
+        config: dict[str, Any] = {}
+        for layer in project_layers(pfile.models, fqn):
+            config = merge_config(config, layer)
+        prop = props.get(name)
+        if prop is not None:
+            config = merge_config(config, prop.config)
+        models[name] = ModelNode(name=name, path=rel, raw_sql=file.read_text(), fqn=fqn,
+                                 properties=prop, base_config=normalize_keys(config))
+    for name, prop in props.items():
+        if name not in models:
+            sink.warning(f"yml properties for model `{name}`, which has no .sql file",
+                         Location(prop.path, prop.line), did_you_mean(name, list(models)))
+    return models
+
+
+def _unused_paths(pfile: ProjectFile, models: dict[str, ModelNode]) -> list[Diagnostic]:
+    """dbt warns about `models:` tree folders that match no model; so do we."""
+    prefixes = {node.fqn[:i] for node in models.values() for i in range(1, len(node.fqn) + 1)}
+    out: list[Diagnostic] = []
+
+    def walk(level: dict[str, Any], path: tuple[str, ...]) -> None:
+        for key, value in level.items():
+            if isinstance(value, dict) and not str(key).startswith("+"):
+                here = (*path, str(key))
+                if here not in prefixes and models:
+                    out.append(Diagnostic(
+                        f"`models: {'.'.join(here)}` in dbt_project.yml matches no model",
+                        Location(PROJECT_FILE, line_of(level, key)),
+                        "check the folder name, or prefix config keys with `+`", "warning"))
+                else:
+                    walk(value, here)
+
+    walk(pfile.models, ())
+    return out
+
+
+# --- yml property files ------------------------------------------------------------------------------
+
+_FOLDED_PROPERTIES = ("tags", "meta", "docs", "access", "group")
+
+
+def _read_ymls(root: Path, pfile: ProjectFile,
+               sink: DiagnosticSink) -> tuple[dict[str, ModelProperties], dict[str, SourceTable]]:
+    props: dict[str, ModelProperties] = {}
+    sources: dict[str, SourceTable] = {}
+    for mpath in pfile.model_paths:
+        base = root / mpath
+        files = sorted([*base.rglob("*.yml"), *base.rglob("*.yaml")]) if base.is_dir() else []
+        for file in files:
+            rel = file.relative_to(root).as_posix()
+            data = load_yaml(file, rel)
+            if not isinstance(data, dict):
+                continue
+            for entry in _entries(data, "models", rel, sink):
+                _add_model_props(entry, rel, props, sink)
+            for entry in _entries(data, "sources", rel, sink):
+                for table in source_tables(entry, rel, sink):
+                    if table.key in sources:
+                        sink.error(f"source table `{table.key}` is defined twice (also at "
+                                   f"{sources[table.key].location})", table.location,
+                                   "keep one definition")
+                    sources[table.key] = table
+    return props, sources
+
+
+def _entries(data: dict, key: str, rel: str, sink: DiagnosticSink) -> list[dict]:
+    items = data.get(key) or []
+    if not isinstance(items, list):
+        sink.error(f"`{key}:` must be a list", Location(rel, line_of(data, key)),
+                   f"write `{key}:` followed by `- name: ...` items")
+        return []
+    good = []
+    for item in items:
+        if not isinstance(item, dict) or not isinstance(item.get("name"), str):
+            sink.error(f"every entry of `{key}:` needs a `name:`", Location(rel, line_of(item)),
+                       "add `name: ...`")
+        else:
+            good.append(item)
+    return good
+
+
+def _add_model_props(entry: dict, rel: str, props: dict[str, ModelProperties],
+                     sink: DiagnosticSink) -> None:
+    name = entry["name"]
+    where = Location(rel, line_of(entry))
+    if name in props:
+        sink.error(f"model `{name}` has properties in two places (also "
+                   f"{props[name].path}:{props[name].line})", where, "merge them into one entry")
+        return
+    config = entry.get("config") or {}
+    if not isinstance(config, dict):
+        sink.error("`config:` must be a mapping", where, "write `config:` then `key: value` lines")
+        return
+    folded = {k: entry[k] for k in _FOLDED_PROPERTIES if k in entry}
+    config = merge_config(folded, config)
+    sink.items.extend(check_layer(config, where, getattr(entry.get("config"), "key_lines", None)))
+    props[name] = ModelProperties(description=entry.get("description") or "",
+                                  columns=columns_of(entry, rel, sink), config=config,
+                                  path=rel, line=where.line)
+
+
+# --- macros -------------------------------------------------------------------------------------------
+
+
+class _SkipBlock(jinja2.ext.Extension):
+    """dbt's `{% materialization %}`, `{% test %}`, `{% docs %}` blocks: parsed, not callable."""
+
+    tags = {"materialization", "test", "docs", "snapshot"}
+
+    def parse(self, parser: Any) -> Any:
+        tag = next(parser.stream)
+        while parser.stream.current.type != "block_end":
+            next(parser.stream)
+        parser.parse_statements((f"name:end{tag.value}",), drop_needle=True)
+        return jinja2.nodes.Output([], lineno=tag.lineno)
+
+
+def macro_environment_extensions() -> list[Any]:
+    return ["jinja2.ext.do", "jinja2.ext.loopcontrols", _SkipBlock]
+
+
+_PARSE_ENV = jinja2.Environment(extensions=macro_environment_extensions())
+
+
+def _read_macros(root: Path, pfile: ProjectFile,
+                 sink: DiagnosticSink) -> tuple[dict[str, MacroDef], dict[str, str]]:
+    macros: dict[str, MacroDef] = {}
+    files: dict[str, str] = {}
+    for mpath in pfile.macro_paths:
+        base = root / mpath
+        for file in sorted(base.rglob("*.sql")) if base.is_dir() else []:
+            rel = file.relative_to(root).as_posix()
+            files[rel] = text = file.read_text()
+            try:
+                ast = _PARSE_ENV.parse(text, filename=rel)
+            except jinja2.TemplateSyntaxError as exc:
+                sink.error(f"Jinja syntax error: {exc.message}", Location(rel, exc.lineno or 0),
+                           "fix the template")
+                continue
+            for node in ast.body:
+                if isinstance(node, jinja2.nodes.Macro):
+                    _add_macro(MacroDef(name=node.name, path=rel, line=node.lineno), macros, sink)
+    return macros, files
+
+
+def _add_macro(macro: MacroDef, macros: dict[str, MacroDef], sink: DiagnosticSink) -> None:
+    if macro.name in macros:
+        other = macros[macro.name]
+        sink.error(f"macro `{macro.name}` is defined twice (also {other.path}:{other.line})",
+                   Location(macro.path, macro.line), "rename or remove one of them")
+    else:
+        macros[macro.name] = macro

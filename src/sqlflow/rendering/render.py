@@ -1,0 +1,414 @@
+"""Render models: a sandboxed Jinja environment with the dbt subset analysts use.
+
+`ref`, `source`, `config`, `var`, `env_var`, `this`, `target`, `is_incremental`, `return`,
+`exceptions`, `log`, `modules` and the project's macros. Relations render as dbt-spark does
+(`<schema>.<identifier>`, unquoted; a custom schema becomes `<target_schema>_<custom>` unless the
+project overrides `generate_schema_name`). No Spark, no dbt: templates compile once per text.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, replace
+from types import SimpleNamespace
+from typing import Any, Literal, Sequence
+
+from sqlflow.project.config import ModelConfig, check_layer, config_keys, merge_config, normalize_keys
+from sqlflow.project.dag import Dag, build_dag
+from sqlflow.rendering.dbt_context import (ENV, EXCEPTIONS, MISSING, MODULES, MacroReturn, Relation, Var,
+                                 compile_template, env_var, log_, no_warehouse, return_)
+from sqlflow.errors import DiagnosticSink, Location, SqlflowError, did_you_mean
+from sqlflow.project.load import ModelNode, Project, SourceTable
+from sqlflow.rendering.sourcemap import MODEL_PREFIX, SourceMap, locate_exception, strip_markers
+
+Mode = Literal["batch", "stream"]
+_CONFIG_CALL = re.compile(r"\bconfig\s*\(")
+
+
+@dataclass(frozen=True)
+class InputRelation:
+    """One relation a model reads: a ref'd model or a source table, as it appears in the SQL."""
+
+    kind: Literal["ref", "source"]
+    name: str  # model name, or the source table's name
+    relation: Relation
+    source_name: str | None = None
+
+    @property
+    def key(self) -> str:
+        """`model` for a ref, `source_name.table` for a source."""
+        return self.name if self.kind == "ref" else f"{self.source_name}.{self.name}"
+
+
+@dataclass(frozen=True)
+class RenderedModel:
+    """A model after Jinja: its SQL, what it reads, its merged config and a source map."""
+
+    name: str
+    path: str
+    sql: str
+    refs: tuple[str, ...]
+    sources: tuple[tuple[str, str], ...]
+    config: ModelConfig
+    relation: Relation
+    inputs: tuple[InputRelation, ...]
+    source_map: SourceMap
+
+    def locate(self, line: int, col: int = 0) -> Location:
+        """Location in the model file of (line, col), 1-based, of the rendered SQL."""
+        return self.source_map.locate(line, col)
+
+    def input_for(self, relation: str) -> InputRelation | None:
+        """The ref/source a relation name in the SQL (`dw.stg_x`, case-insensitive) stands for."""
+        wanted = relation.replace("`", "").lower()
+        return next((i for i in self.inputs if str(i.relation).lower() == wanted), None)
+
+    def as_dict(self) -> dict[str, Any]:
+        """A JSON-ready summary (for `compile --format json`): everything but the source map."""
+        return {
+            "name": self.name, "path": self.path, "relation": str(self.relation),
+            "refs": list(self.refs), "sources": [f"{s}.{t}" for s, t in self.sources],
+            "inputs": {str(i.relation): i.key for i in self.inputs},
+            "config": self.config.model_dump(mode="json", by_alias=True, exclude_defaults=True),
+            "sql": self.sql,
+        }
+
+
+# --- the renderer ---------------------------------------------------------------------------------
+
+
+class Renderer:
+    """Renders models of one project for one target, mode and set of CLI vars.
+
+    Caches each model's final config (a model's `{{ config() }}` can change the schema or alias
+    other models' `ref`s render to) and the relations of sources.
+    """
+
+    def __init__(self, project: Project, target: Any, mode: Mode = "batch",
+                 vars: dict[str, Any] | None = None) -> None:
+        self.project = project
+        self.target = target
+        self.mode = mode
+        self.vars = {**project.vars, **(vars or {}), "sqlflow_mode": mode}
+        self._configs: dict[str, ModelConfig] = {}
+        self._capturing: set[str] = set()
+        self._relations: dict[str, Relation] = {}
+        self._model_relations: dict[str, Relation] = {}
+        self._macros_call_config = any(
+            _CONFIG_CALL.search(text) for text in project.macro_files.values())
+        self._files = {m.path for m in project.models.values()} | set(project.macro_files)
+
+    # public --------------------------------------------------------------------------------------
+
+    def render(self, name: str) -> RenderedModel:
+        """Render model `name`; SqlflowError at the model's file:line for any user mistake."""
+        node = self._node(name)
+        config = self.final_config(name)
+        ctx = _ModelRun(self, node, config, capture=False)
+        marked = self._run(node, ctx)
+        sql, source_map = strip_markers(node.path, node.raw_sql, marked)
+        return RenderedModel(
+            name=name, path=node.path, sql=sql, refs=tuple(dict.fromkeys(ctx.refs)),
+            sources=tuple(dict.fromkeys(ctx.sources)), config=config,
+            relation=self.relation_of(name), inputs=tuple(dict.fromkeys(ctx.inputs)),
+            source_map=source_map)
+
+    def final_config(self, name: str) -> ModelConfig:
+        """The model's merged config, including its `{{ config() }}` calls."""
+        if name in self._configs:
+            return self._configs[name]
+        node = self._node(name)
+        layer = dict(node.base_config)
+        if name not in self._capturing and (
+                self._macros_call_config or _CONFIG_CALL.search(node.raw_sql)):
+            self._capturing.add(name)
+            try:
+                ctx = _ModelRun(self, node, _validate(layer, node), capture=True)
+                self._run(node, ctx)
+            finally:
+                self._capturing.discard(name)
+            for call in ctx.config.calls:
+                layer = merge_config(layer, call)
+        config = _validate(layer, node)
+        self._configs[name] = config
+        return config
+
+    def relation_of(self, name: str) -> Relation:
+        """The relation `ref(name)` renders to (schema and alias after the model's config)."""
+        if name not in self._model_relations:
+            node = self._node(name)
+            self._model_relations[name] = self.relation_for(node, self.final_config(name))
+        return self._model_relations[name]
+
+    def relation_for(self, node: ModelNode, config: ModelConfig) -> Relation:
+        """The relation of `node` under `config`: generate_schema_name / generate_alias_name."""
+        if config.materialized == "ephemeral":
+            return Relation("", f"__dbt__cte__{node.name}")
+        return Relation(self._generated("generate_schema_name", config.schema_name, node),
+                        self._generated("generate_alias_name", config.alias, node))
+
+    def source_relation(self, table: SourceTable) -> Relation:
+        """The relation `source(...)` renders to; `{{ }}` in the yml schema is rendered."""
+        if table.key not in self._relations:
+            schema, ident = table.schema, table.identifier
+            if "{{" in schema or "{{" in ident:
+                ctx = self._base_context()
+                schema = ENV.from_string(schema).render(ctx).strip()
+                ident = ENV.from_string(ident).render(ctx).strip()
+            self._relations[table.key] = Relation(schema, ident)
+        return self._relations[table.key]
+
+    # internals -------------------------------------------------------------------------------------
+
+    def _node(self, name: str) -> ModelNode:
+        node = self.project.models.get(name)
+        if node is None:
+            raise SqlflowError(f"unknown model `{name}`",
+                               hint=did_you_mean(name, list(self.project.models)))
+        return node
+
+    def _run(self, node: ModelNode, run: "_ModelRun") -> str:
+        template = compile_template(MODEL_PREFIX.rstrip(":"), node.path, node.raw_sql)
+        try:
+            return template.render(run.context)
+        except Exception as exc:  # noqa: BLE001 - every failure becomes a located user error
+            raise locate_exception(exc, node.path, self._files, run.context) from None
+
+    def _generated(self, macro: str, custom: str | None, node: ModelNode) -> str:
+        if macro in self.project.macros:
+            run = _MacroRuntime(self, self._base_context())
+            value = run.call(macro, custom, _node_dict(node, self._configs.get(node.name)))
+            return str(value).strip()
+        if macro == "generate_alias_name":
+            return custom.strip() if custom else node.name
+        schema = self.target.schema_
+        return f"{schema}_{custom.strip()}" if custom is not None else schema
+
+    def _base_context(self) -> dict[str, Any]:
+        """What every template sees, model or not: target, var, env_var, modules, helpers."""
+        t = self.target
+        target = {"name": t.name, "schema": t.schema_, "type": "spark", "method": t.method,
+                  "profile_name": self.project.profile, "target_name": t.name, "threads": 1,
+                  "database": None}
+        return {
+            "target": target, "var": Var(self.vars), "env_var": env_var,
+            "is_incremental": lambda: False, "return": return_, "log": log_,
+            "exceptions": EXCEPTIONS, "modules": MODULES, "execute": True,
+            "run_query": no_warehouse("run_query"), "statement": no_warehouse("statement"),
+            "dbt_version": "1.11", "project_name": self.project.name,
+        }
+
+
+def _validate(layer: dict[str, Any], node: ModelNode) -> ModelConfig:
+    diags = check_layer(layer, Location(node.path))
+    if diags:
+        raise SqlflowError(diagnostics=diags)
+    return ModelConfig.model_validate(normalize_keys(layer))
+
+
+def _node_dict(node: ModelNode, config: ModelConfig | None) -> dict[str, Any]:
+    return {"name": node.name, "path": node.path, "original_file_path": node.path,
+            "resource_type": "model", "fqn": list(node.fqn), "package_name": node.fqn[0],
+            "unique_id": f"model.{node.fqn[0]}.{node.name}", "version": None,
+            "config": config.model_dump(by_alias=True) if config else dict(node.base_config)}
+
+
+# --- one model render ----------------------------------------------------------------------------
+
+
+class _ModelRun:
+    """The context of one render of one model; records refs, sources and config() calls."""
+
+    def __init__(self, renderer: Renderer, node: ModelNode, config: ModelConfig,
+                 capture: bool) -> None:
+        self.renderer, self.node, self.capture = renderer, node, capture
+        self.refs: list[str] = []
+        self.sources: list[tuple[str, str]] = []
+        self.inputs: list[InputRelation] = []
+        self.config = _Config(node, config, capture)
+        this = _base_relation(renderer, node) if capture else renderer.relation_of(node.name)
+        self.context = renderer._base_context()
+        self.context.update({
+            "ref": self.ref, "source": self.source, "config": self.config, "this": this,
+            "model": _node_dict(node, config),
+        })
+        self.macros = _MacroRuntime(renderer, self.context)
+
+    def ref(self, *args: str, **kwargs: Any) -> Relation:
+        name = self._ref_name(args, kwargs)
+        project = self.renderer.project
+        if name not in project.models:
+            raise SqlflowError(f"`ref('{name}')`: no model named `{name}`",
+                               hint=did_you_mean(name, list(project.models)))
+        if self.capture:  # config() capture: no recursion into other models
+            relation = _base_relation(self.renderer, project.models[name])
+        else:
+            if not self.renderer.final_config(name).enabled:
+                raise SqlflowError(f"`ref('{name}')`: model `{name}` is disabled (enabled: false)",
+                                   hint=f"enable `{name}` or remove the ref")
+            relation = self.renderer.relation_of(name)
+        self.refs.append(name)
+        self.inputs.append(InputRelation("ref", name, relation))
+        return relation
+
+    def _ref_name(self, args: tuple, kwargs: dict[str, Any]) -> str:
+        if kwargs.keys() - {"version", "v"} or not 1 <= len(args) <= 2 or not all(
+                isinstance(a, str) for a in args):
+            raise SqlflowError("`ref()` takes a model name, or a package and a model name",
+                               hint="write ref('model_name')")
+        if kwargs:
+            raise SqlflowError("model versions are not supported by sqlflow",
+                               hint="drop the `version=` argument")
+        if len(args) == 2 and args[0] != self.renderer.project.name:
+            raise SqlflowError(f"`ref('{args[0]}', '{args[1]}')`: unknown package `{args[0]}`",
+                               hint=f"sqlflow projects have one package, `{self.renderer.project.name}`")
+        return args[-1]
+
+    def source(self, source_name: str, table_name: str) -> Relation:
+        project = self.renderer.project
+        table = project.source(source_name, table_name)
+        if table is None:
+            known = [t.key for t in project.sources.values()]
+            raise SqlflowError(
+                f"`source('{source_name}', '{table_name}')`: no source table "
+                f"`{source_name}.{table_name}`", hint=did_you_mean(f"{source_name}.{table_name}", known))
+        relation = self.renderer.source_relation(table)
+        self.sources.append((source_name, table_name))
+        self.inputs.append(InputRelation("source", table_name, relation, source_name))
+        return relation
+
+
+def _base_relation(renderer: Renderer, node: ModelNode) -> Relation:
+    """A model's relation from its yml/project config alone (used while capturing config())."""
+    return renderer.relation_for(node, _validate(dict(node.base_config), node))
+
+
+class _Config:
+    """`config`: `config(key=value, ...)` records a layer; `config.get`/`require` read it.
+
+    While capturing, `get` sees the calls made so far; in the final render `current` is already
+    the merged config, calls included.
+    """
+
+    def __init__(self, node: ModelNode, current: ModelConfig, capture: bool) -> None:
+        self.node, self.current, self.capture = node, current, capture
+        self.calls: list[dict[str, Any]] = []
+
+    def __call__(self, *args: Any, **kwargs: Any) -> str:
+        layer: dict[str, Any] = {}
+        for arg in args:
+            if not isinstance(arg, dict):
+                raise SqlflowError("`config()` takes keyword arguments or one dict",
+                                   hint="write config(materialized='table')")
+            layer.update(arg)
+        layer.update(kwargs)
+        diags = check_layer(layer, Location(self.node.path))
+        if diags:
+            raise SqlflowError(diagnostics=[_unlocated(d) for d in diags])
+        self.calls.append(layer)
+        return ""
+
+    def get(self, key: str, default: Any = None) -> Any:
+        merged = dict(self.current.model_dump(by_alias=True))
+        for call in self.calls if self.capture else ():
+            merged = merge_config(merged, call)
+        value = merged.get(key, MISSING)
+        return default if value is MISSING or value is None else value
+
+    def require(self, key: str) -> Any:
+        value = self.get(key, MISSING)
+        if value is MISSING:
+            raise SqlflowError(f"model `{self.node.name}` needs config `{key}`",
+                               hint=f"add `{key}` to its config; {did_you_mean(key, config_keys())}")
+        return value
+
+
+def _unlocated(diag: Any) -> Any:
+    return replace(diag, location=None)
+
+
+# --- macros ---------------------------------------------------------------------------------------
+
+
+class _MacroRuntime:
+    """Project macros for one render: each macro file's module is built once, on first use."""
+
+    def __init__(self, renderer: Renderer, context: dict[str, Any]) -> None:
+        self.renderer, self.context = renderer, context
+        self.modules: dict[str, Any] = {}
+        project = renderer.project
+        for name in project.macros:
+            context.setdefault(name, _MacroProxy(self, name))
+        context.setdefault(project.name, SimpleNamespace(
+            **{name: context[name] for name in project.macros}))
+
+    def macro(self, name: str) -> Any:
+        macro = self.renderer.project.macros[name]
+        if macro.path not in self.modules:
+            text = self.renderer.project.macro_files[macro.path]
+            self.modules[macro.path] = compile_template("macro", macro.path, text).make_module(
+                vars=self.context)
+        return getattr(self.modules[macro.path], name)
+
+    def call(self, name: str, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return self.macro(name)(*args, **kwargs)
+        except MacroReturn as ret:
+            return ret.value
+
+
+class _MacroProxy:
+    """A project macro as a global: dbt semantics for `return(...)`."""
+
+    def __init__(self, runtime: _MacroRuntime, name: str) -> None:
+        self.runtime, self.name = runtime, name
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.runtime.call(self.name, *args, **kwargs)
+
+
+# --- entry points ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RenderedProject:
+    """Rendered models (the selected ones, in topological order) and the DAG of all of them."""
+
+    models: dict[str, RenderedModel]
+    dag: Dag
+
+    @property
+    def order(self) -> tuple[str, ...]:
+        return tuple(self.models)
+
+
+def render_model(project: Project, name: str, *, target: Any, mode: Mode = "batch",
+                 vars: dict[str, Any] | None = None) -> RenderedModel:
+    """Render one model. `target` is a `profiles.Target`; `vars` are CLI vars (override project's)."""
+    return Renderer(project, target, mode, vars).render(name)
+
+
+def render_project(project: Project, target: Any, mode: Mode = "batch",
+                   select: Sequence[str] | str | None = None,
+                   vars: dict[str, Any] | None = None) -> RenderedProject:
+    """Render every enabled model, build the DAG, and keep the `select`ed ones.
+
+    Every model is rendered (selection needs the whole graph); all errors of all models are
+    raised together as one SqlflowError.
+    """
+    renderer = Renderer(project, target, mode, vars)
+    rendered: dict[str, RenderedModel] = {}
+    sink = DiagnosticSink()
+    seen: set[str] = set()
+    for name in sorted(project.models):
+        try:
+            if renderer.final_config(name).enabled:
+                rendered[name] = renderer.render(name)
+        except SqlflowError as exc:
+            for diag in exc.diagnostics:
+                if diag.format() not in seen:
+                    seen.add(diag.format())
+                    sink.items.append(diag)
+    sink.raise_if_errors()
+    dag = build_dag(rendered.values())
+    return RenderedProject({n: rendered[n] for n in dag.select(select)}, dag)

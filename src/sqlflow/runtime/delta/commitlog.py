@@ -1,0 +1,219 @@
+"""The commit log (DESIGN 2.5): one Delta table every sqlflow write appends to.
+
+One row per event on one output partition of one table:
+
+| kind     | meaning                                                                         |
+|----------|---------------------------------------------------------------------------------|
+| `write`  | rows were written to the partition (stream micro-batch, backfill, dbt run)      |
+| `commit` | the partition is complete and ready for readers (partition commit, mark-ready)  |
+| `dirty`  | the partition may differ from the backfill (DESIGN 2.7): `repair` must rewrite it |
+| `repair` | the batch plan rewrote the partition; earlier dirty/provisional rows are settled |
+
+A partition is written as Hive-style `dt=2026-11-01/hour=3` (its columns in the table's
+partition order; `""` for an unpartitioned table). `inputs` and `dim_partitions` are JSON
+objects (input relation -> Delta version or stream offsets; dimension relation -> the
+partitions used with row counts). Readers: dimension readiness (`ready_partitions`),
+`sqlflow status` and `sqlflow repair` (`open_partitions`), downstream schedulers.
+
+Appends from a stream are exactly once per (query, batch id), like every other stream write:
+through the query's journal (`sqlflow.runtime.delta.once`), else Delta's `txnAppId`/`txnVersion`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any, Iterable, Literal, Mapping, Sequence
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.types import (BooleanType, LongType, StringType, StructField, StructType,
+                               TimestampType)
+
+from sqlflow.planning.plan import COMMIT_LOG
+from sqlflow.runtime.delta import deltalog, once
+from sqlflow.runtime.delta.sinks import BatchId, WriteResult
+
+
+Kind = Literal["write", "commit", "dirty", "repair"]
+WriteMode = Literal["stream", "batch", "dbt", "manual", "marker"]
+
+SCHEMA = StructType([
+    StructField("table", StringType(), False),
+    StructField("partition", StringType(), False),
+    StructField("kind", StringType(), False),
+    StructField("mode", StringType(), False),
+    StructField("model", StringType(), True),
+    StructField("run_id", StringType(), True),
+    StructField("batch_id", LongType(), True),
+    StructField("inputs", StringType(), True),
+    StructField("dim_partitions", StringType(), True),
+    StructField("rows", LongType(), True),
+    StructField("late", LongType(), True),
+    StructField("quarantined", LongType(), True),
+    StructField("dropped", LongType(), True),
+    StructField("provisional", BooleanType(), False),
+    StructField("reason", StringType(), True),
+    StructField("committed_at", TimestampType(), False),
+])
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One commit-log row; `committed_at` defaults to now (UTC)."""
+
+    table: str
+    partition: str
+    kind: Kind
+    mode: WriteMode
+    model: str | None = None
+    run_id: str | None = None
+    batch_id: int | None = None
+    inputs: Mapping[str, Any] = field(default_factory=dict)
+    dim_partitions: Mapping[str, Any] = field(default_factory=dict)
+    rows: int | None = None
+    late: int | None = None
+    quarantined: int | None = None
+    dropped: int | None = None
+    provisional: bool = False
+    reason: str | None = None
+    committed_at: datetime | None = None
+
+    def as_row(self, now: datetime) -> tuple:
+        return (self.table.lower(), self.partition, self.kind, self.mode, self.model, self.run_id,
+                self.batch_id, _json(self.inputs), _json(self.dim_partitions), self.rows,
+                self.late, self.quarantined, self.dropped, self.provisional, self.reason,
+                self.committed_at or now)
+
+
+@dataclass(frozen=True)
+class PartitionState:
+    """A partition `sqlflow repair` must rewrite: dirty, provisional or both, and why."""
+
+    table: str
+    partition: str
+    dirty: bool
+    provisional: bool
+    reasons: tuple[str, ...]
+    since: datetime
+
+
+def partition_spec(values: Mapping[str, Any]) -> str:
+    """`{"dt": date(2026, 11, 1), "hour": 3}` -> `dt=2026-11-01/hour=3` (the given order)."""
+    return "/".join(f"{k}={'' if v is None else v}" for k, v in values.items())
+
+
+def parse_partition(spec: str) -> dict[str, str]:
+    """`dt=2026-11-01/hour=3` -> `{"dt": "2026-11-01", "hour": "3"}`; `""` -> `{}`."""
+    if not spec:
+        return {}
+    out = {}
+    for part in spec.split("/"):
+        key, sep, value = part.partition("=")
+        if not sep or not key:
+            raise ValueError(f"`{spec}` is not a partition like dt=2026-11-01/hour=3")
+        out[key.strip()] = value.strip()
+    return out
+
+
+def write_entries(result: WriteResult, *, mode: WriteMode, model: str | None = None,
+                  **fields: Any) -> list[Entry]:
+    """One `write` entry per partition a sink write touched (one for an unpartitioned table);
+    `fields` (run_id, batch_id, inputs, provisional, ...) are the same on each."""
+    parts = result.partitions or ()
+    if not parts:
+        return [Entry(result.table, "", "write", mode, model, rows=result.rows, **fields)]
+    return [Entry(result.table, p.spec, "write", mode, model, rows=p.rows, **fields) for p in parts]
+
+
+# Delta writes a checkpoint of a table's log every `checkpointInterval` commits, inside the
+# commit that reaches it (a state rebuild, about a second here). Every stream micro-batch of
+# every model appends one commit here; a checkpoint every 100 of them instead of Delta's 10
+# keeps that second off 9 of 10 micro-batches, and a reader replays at most 99 small commits.
+CHECKPOINT_INTERVAL = 100
+
+
+def ensure(spark: SparkSession, table: str = COMMIT_LOG) -> None:
+    """Create the commit log (and its schema) if it does not exist."""
+    if spark.catalog.tableExists(table):
+        return
+    if "." in table:
+        spark.sql(f"CREATE SCHEMA IF NOT EXISTS {table.rsplit('.', 1)[0]}")
+    columns = ", ".join(f"`{f.name}` {f.dataType.simpleString().upper()}"
+                        f"{'' if f.nullable else ' NOT NULL'}" for f in SCHEMA.fields)
+    spark.sql(f"CREATE TABLE IF NOT EXISTS {table} ({columns}) USING delta "
+              f"TBLPROPERTIES ('delta.checkpointInterval' = '{CHECKPOINT_INTERVAL}')")
+
+
+def append(spark: SparkSession, entries: Iterable[Entry], *, batch: BatchId | None = None,
+           table: str = COMMIT_LOG) -> int:
+    """Append `entries`; with `batch` a replay of the same batch id adds nothing (the app
+    `<app>__commit_log`, exactly once as `sqlflow.runtime.delta.once` says). Returns the number of
+    rows appended (0 for a replay)."""
+    now = datetime.now(timezone.utc).replace(tzinfo=None)
+    rows = [e.as_row(now) for e in entries]
+    if not rows:
+        return 0
+    ensure(spark, table)
+    # one file per append: a few rows spread over `spark.default.parallelism` tasks made as
+    # many tiny files, which every reader of the log (readiness, status) then opens
+    writer = spark.createDataFrame(rows, SCHEMA).coalesce(1).writeTo(table)
+    if batch is not None:
+        batch = dataclasses.replace(batch, app_id=f"{batch.app_id}__commit_log")
+        if batch.journal is not None:
+            before = deltalog.latest_version(spark, table)
+            if once.done(spark, table, batch, before) is not None:
+                return 0
+        writer = writer.options(**once.options(batch))
+    writer.append()
+    return len(rows)
+
+
+def read(spark: SparkSession, table: str = COMMIT_LOG) -> DataFrame:
+    """The whole log (an empty frame with the log's schema when it does not exist yet)."""
+    if not spark.catalog.tableExists(table):
+        return spark.createDataFrame([], SCHEMA)
+    return spark.table(table)
+
+
+def ready_partitions(spark: SparkSession, data_table: str, *, table: str = COMMIT_LOG) -> set[str]:
+    """The partitions of `data_table` with a `commit` row: READY(dim) of DESIGN 2.3."""
+    rows = (read(spark, table).where((F.col("table") == data_table.lower())
+                                     & (F.col("kind") == "commit"))
+            .select("partition").distinct().collect())
+    return {r["partition"] for r in rows}
+
+
+def open_partitions(spark: SparkSession, tables: Sequence[str] | None = None, *,
+                    table: str = COMMIT_LOG) -> list[PartitionState]:
+    """Partitions that are dirty or provisional and not settled since.
+
+    A partition is settled at its latest `repair` row or non-provisional batch/dbt `write`
+    (both rewrite it with the batch plan). After that, a `dirty` row makes it dirty, and a
+    provisional `write` (a stream chose an earlier dimension partition) makes it provisional.
+    """
+    log = read(spark, table)
+    if tables:
+        log = log.where(F.col("table").isin([t.lower() for t in tables]))
+    settles = (F.col("kind") == "repair") | (
+        (F.col("kind") == "write") & F.col("mode").isin("batch", "dbt") & ~F.col("provisional"))
+    settled = (log.where(settles).groupBy("table", "partition")
+               .agg(F.max("committed_at").alias("settled_at")))
+    flagged = log.where((F.col("kind") == "dirty")
+                        | ((F.col("kind") == "write") & F.col("provisional")))
+    rows = (flagged.join(settled, ["table", "partition"], "left")
+            .where(F.col("settled_at").isNull() | (F.col("committed_at") > F.col("settled_at")))
+            .groupBy("table", "partition")
+            .agg(F.max(F.col("kind") == "dirty").alias("dirty"),
+                 F.max((F.col("kind") == "write") & F.col("provisional")).alias("provisional"),
+                 F.sort_array(F.collect_set(F.coalesce("reason", F.col("kind")))).alias("reasons"),
+                 F.min("committed_at").alias("since"))
+            .orderBy("table", "partition").collect())
+    return [PartitionState(r["table"], r["partition"], bool(r["dirty"]), bool(r["provisional"]),
+                           tuple(r["reasons"]), r["since"]) for r in rows]
+
+
+def _json(value: Mapping[str, Any]) -> str | None:
+    return json.dumps(value, sort_keys=True, default=str) if value else None

@@ -1,0 +1,545 @@
+"""One micro-batch of an `incremental` stream plan (DESIGN 2.9), run inside `foreachBatch`.
+
+The query's rows arrive in one envelope (`__side` = the input's index, `__s<k>` = the row of
+input k as a struct, NULL for the others: see `sqlflow.runtime.incremental.stream`). Each input's rows
+are cached flat (or read from the input table, when they are one whole version of it), and ONE
+aggregation over them gives what the step needs to know of its new
+rows (rows per input, quarantine reasons, prune ranges, ingest frontiers). For batch id `b`:
+
+1. split each input's new rows by the quarantine rule (origin `batch <b>`) and append the
+   quarantine rows to `<model>__quarantine`, idempotent per batch id;
+2. register the clean new rows as the input's delta view;
+3. for each joined input, register its old view: its clean rows of batches `< b` (read from
+   the input table at the version the batch starts on, plus the state table's copies of
+   batches that ended inside a commit: `sqlflow.runtime.incremental.older`), pruned to the event-time
+   range the other side's new rows can match;
+4. run the plan's SQL; for an outer join of two streams add the preserved rows this step
+   closes that match nothing, padded (`sqlflow.runtime.incremental.padding`), and find the padded rows
+   a new row would have matched (dirty partitions); append it all to the sink in one write,
+   idempotent per batch id;
+5. append the clean new rows of each joined input to its state table if the batch ends inside
+   a commit of it (outer joins: always), idempotent per batch id; record which older rows the
+   next batch reads, and the step's ingest frontiers and cutoffs (outer joins);
+6. append the commit-log rows of the batch (`write` per partition, `dirty` per diverged
+   partition), idempotent per batch id.
+
+Sink before state, and the old view reads batches `< b` only: whichever write a crash
+interrupted, a replay of `b` (same rows, Spark replays an uncommitted batch with the same
+offsets) skips what was committed and redoes the rest, and never sees its own rows as old.
+"Idempotent per batch id" is the query's journal (`sqlflow.runtime.delta.once`, in the checkpoint):
+a write records its attempt first, and only a write that finds its record searches the
+table's newest commits for its marker; no write asks Delta for its last `txn` (that look-up
+rebuilds the table's state, about a second per write).
+
+Between micro-batches the run loop calls `flush` (end of a bounded run) and `idle_check`
+(interval triggers): steps that pad without new rows (`sqlflow.runtime.incremental.padding`). A lock
+keeps them and `foreachBatch` apart (they share temp views and the sink).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+import time
+from dataclasses import dataclass
+from functools import reduce
+from pathlib import Path
+from typing import Callable
+
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.types import StructType, TimestampType
+
+from sqlflow.errors import Location
+from sqlflow.planning.plan import PruneRange, Sink, SourceBinding, StreamPlan
+from sqlflow.runtime.delta import commitlog, deltalog, once
+from sqlflow.runtime import offsets
+from sqlflow.runtime.incremental import older, padding
+from sqlflow.runtime import quarantine as Q
+from sqlflow.runtime import snapshot
+from sqlflow.runtime.incremental import state
+from sqlflow.runtime.analysis_errors import model_errors
+from sqlflow.runtime.batchfn import BatchFunction, Phases
+from sqlflow.runtime.delta.sinks import BatchId, WriteResult, committed, write
+
+SIDE = "__side"
+
+
+def side_column(k: int) -> str:
+    return f"__s{k}"
+
+
+@dataclass(frozen=True)
+class BatchReport:
+    """What one micro-batch (or a flush/idle step between them) did: new rows per input, rows
+    appended (padded ones among them), rows quarantined, partitions found dirty."""
+
+    model: str
+    batch_id: int
+    rows_in: tuple[tuple[str, int], ...]
+    rows_out: int
+    quarantined: int
+    replayed: bool  # the sink already had this batch id (a restart after a crash)
+    seconds: float
+    kind: str = "batch"  # batch | flush | idle
+    padded: int = 0
+    dirty: tuple[tuple[str, str], ...] = ()  # (partition, reason)
+    phases: tuple[tuple[str, float], ...] = ()  # wall seconds per phase (`batchfn.Phases`)
+
+    def line(self) -> str:
+        note = " (replay: sink already written)" if self.replayed else ""
+        dirty = "".join(f"; DIRTY {p or '(table)'}: {r}" for p, r in self.dirty)
+        if self.kind != "batch":
+            what = "end-of-input flush" if self.kind == "flush" else "idle timeout"
+            return (f"{self.model} {what} after batch {self.batch_id}: padded {self.padded:,}"
+                    f"{note} ({self.seconds:.1f}s)")
+        ins = ", ".join(f"{r} +{n:,}" for r, n in self.rows_in)
+        pad = f" ({self.padded:,} padded)" if self.padded else ""
+        return (f"{self.model} batch {self.batch_id}: in {ins}; out {self.rows_out:,}{pad}; "
+                f"quarantined {self.quarantined:,}{note}{dirty} ({self.seconds:.1f}s)")
+
+
+class MicroBatch(BatchFunction):
+    """The `foreachBatch` function of one model's query.
+
+    `app_id` names the query in every exactly-once append; `after_sink`
+    and `after_state` are called with the batch id right after the sink write and after the
+    state appends (hooks for progress and crash tests). `checkpoint` (the query's folder)
+    gives each batch's input offsets for the commit log; `spark` is needed for the steps
+    between micro-batches.
+    """
+
+    def __init__(self, plan: StreamPlan, sides: list[SourceBinding], schemas: dict[str, StructType],
+                 state_tables: dict[str, str], app_id: Callable[[], str],
+                 on_batch: Callable[[BatchReport], None] | None = None,
+                 after_sink: Callable[[int], None] | None = None,
+                 after_state: Callable[[int], None] | None = None,
+                 *, checkpoint: Path | None = None, spark: SparkSession | None = None):
+        self.plan, self.sides, self.schemas = plan, sides, schemas
+        self.state_tables, self.app_id = state_tables, app_id
+        self.on_batch, self.after_sink, self.after_state = on_batch, after_sink, after_state
+        self.checkpoint, self.spark = checkpoint, spark
+        self.outer = padding.sides(plan)
+        self.ledger = older.Ledger(checkpoint, [b.relation if b.relation in state_tables else None
+                                                for b in sides], copy_all=bool(self.outer),
+                                   location=Location(plan.path))
+        self.progress = padding.progress_table(plan.sink.table, plan.model)
+        # exactly-once appends: the query's journal, opened before the query plans a batch
+        self.journal = once.Journal.open(checkpoint, offsets.next_batch(checkpoint)) if checkpoint else None
+        self.reports: list[BatchReport] = []
+        self.lock = threading.RLock()
+        self._cached: list[DataFrame] = []  # padding frames of the running step
+        began = time.monotonic()
+        self.last_rows = {b.relation: began for b in sides}  # when each input last brought rows
+
+    def _run(self, df: DataFrame, batch_id: int) -> None:
+        with self.lock:  # the idle check pads from another thread
+            self._batch(df, batch_id)
+
+    def _batch(self, df: DataFrame, batch_id: int) -> None:
+        began = time.monotonic()
+        spark, plan, phase = df.sparkSession, self.plan, Phases()
+        sources = self.ledger.before(batch_id)  # before caching: an error here leaks nothing
+        with phase("new rows"):
+            sides = [self._new_rows(spark, df, batch_id, k) for k in range(len(self.sides))]
+        try:
+            with phase("stats"):
+                stats = self._stats(sides)
+            counts = stats.rows
+            for k, b in enumerate(self.sides):
+                if counts.get(k):
+                    self.last_rows[b.relation] = began
+            clean, parts = {}, []
+            for k, b in enumerate(self.sides):
+                split = Q.split(sides[k], b, model=plan.model, origin=f"batch {batch_id}")
+                clean[b.relation] = split.clean
+                split.clean.createOrReplaceTempView(b.view)
+                parts.append(split.quarantine)
+            app = self.app_id()
+            with phase("dimensions"):
+                dims = snapshot.begin(spark, plan, self._id(app, batch_id))  # pinned dimensions (2.3)
+            reasons = stats.reasons
+            quarantined = sum(reasons.values())
+            if quarantined:
+                with phase("quarantine"):
+                    q_sink = Sink(plan.quarantine, "append_once", Q.PARTITION_BY)
+                    write(spark, q_sink, reduce(DataFrame.unionByName, parts),
+                          batch=self._id(f"{app}__quarantine", batch_id))
+            with phase("prune"):
+                for b in self.sides:
+                    if b.old_view:
+                        old = self._older(spark, b, sources[b.relation], batch_id,
+                                          self._prune(b, stats.bounds))
+                        old.createOrReplaceTempView(b.old_view)
+            with phase("analyse"), model_errors(plan):  # Spark's analysis error at the model's line
+                rows = spark.sql(plan.sql)  # analysed now: the views may be rebound below
+            now, pads, dirty = None, [], []
+            if self.outer:
+                with phase("padding"):
+                    rows, now, pads, dirty = self._outer(spark, rows, batch_id, clean, counts,
+                                                         stats.max_ingest)
+            with phase("sink"):
+                written = write(spark, plan.sink, rows, batch=self._id(app, batch_id))
+            if self.after_sink:
+                self.after_sink(batch_id)
+            with phase("state"):
+                after, copy = self.ledger.after(batch_id, sources)
+                for k, b in enumerate(self.sides):
+                    if b.relation in copy and counts.get(k):
+                        table = self.state_tables[b.relation]
+                        state.append(spark, table, clean[b.relation], self._id(table, batch_id),
+                                     indexed=_indexed(b))
+                self.ledger.record(batch_id, after)
+                if now is not None:
+                    padding.record(spark, self.progress, batch_id, 0, "batch", now)
+            if self.after_state:
+                self.after_state(batch_id)
+            with phase("commit log"):
+                out = self._log(spark, written, self._id(app, batch_id), dirty, dims=dims,
+                                inputs=self._offsets(batch_id), quarantined=quarantined,
+                                late=reasons.get("late", 0))
+        finally:
+            for frame in sides:
+                frame.unpersist()
+            self._drop_views(spark)
+        padded_rows = sum(pads)
+        report = BatchReport(
+            plan.model, batch_id, tuple((b.relation, counts.get(k, 0)) for k, b in enumerate(self.sides)),
+            out.rows, quarantined, out.skipped, time.monotonic() - began,
+            padded=padded_rows, dirty=tuple((p, r) for p, _, r in dirty), phases=phase.items())
+        self._report(report)
+
+    def _new_rows(self, spark: SparkSession, df: DataFrame, batch_id: int, k: int) -> DataFrame:
+        """Input `k`'s rows of this batch: read from its table when they are a whole version of
+        it (`older.new_rows`), else taken from the envelope, flat and cached (the filter on
+        the envelope's side prunes the other inputs' branches, and a cache of flat columns is
+        scanned far faster than one of the envelope's structs). A table read is cached only
+        for an outer join, whose padding and state append read the new rows again; an inner
+        join reads them twice (stats, join), and a column-pruned scan costs less than a cache."""
+        b = self.sides[k]
+        whole, version = older.new_rows(self.checkpoint, batch_id, k)
+        if whole:
+            rows = older.table_at(spark, b.relation, version, self.schemas[b.relation])
+            return rows.persist() if self.outer else rows
+        return df.where(F.col(SIDE) == k).select(f"{side_column(k)}.*").persist()
+
+    def _older(self, spark: SparkSession, b: SourceBinding, source: older.Source, batch_id: int,
+               keep: Column | None) -> DataFrame:
+        """`b`'s older rows (`older.Source`): its clean rows in the table as of the source's
+        version plus the copies of later batches, pruned by `keep`."""
+        schema = self.schemas[b.relation]
+        copies = state.older(spark, self.state_tables[b.relation], schema, batch_id, keep,
+                             after=source.since)
+        if source.base is None:
+            return copies
+        rows = Q.split(older.table_at(spark, b.relation, source.base, schema), b,
+                       model=self.plan.model, origin="").clean
+        return (rows.where(keep) if keep is not None else rows).unionByName(copies)
+
+    def _id(self, app: str, batch_id: int, step: int | None = None) -> BatchId:
+        """The identity of an exactly-once append of batch `step` (default: `batch_id`), with
+        the query's journal when it decides that batch (`once.Journal.decides`)."""
+        journal = self.journal
+        if journal is not None and not journal.decides(batch_id if step is None else step):
+            journal = None
+        return BatchId(app, batch_id, journal)
+
+    def _report(self, report: BatchReport) -> None:
+        self.reports.append(report)
+        if self.on_batch:
+            self.on_batch(report)
+
+    def _drop_views(self, spark: SparkSession) -> None:
+        for frame in self._cached:
+            frame.unpersist()
+        self._cached.clear()
+        for b in self.sides:
+            for view in (b.view, b.old_view, b.pending_view):
+                if view:
+                    spark.catalog.dropTempView(view)
+
+    # --- outer joins ------------------------------------------------------------------------------
+
+    def _outer(self, spark: SparkSession, rows: DataFrame, batch_id: int,
+               clean: dict[str, DataFrame], counts: dict[int, int],
+               max_ingest: dict[str, int | None]):
+        """The batch's rows plus the padded rows this step closes; the step's progress; the
+        padded row counts; and the dirty partitions a new row reveals."""
+        prev = padding.read_progress(spark, self.progress, before=(batch_id, 0))
+        now = padding.advance(prev, self.outer, self.sides, batch_id, max_ingest)
+        index = {b.relation: k for k, b in enumerate(self.sides)}
+        dirty = []
+        for side in self.outer:
+            closed_any = prev.cutoff_of(side.binding.relation) is not None or prev.flushed >= 0
+            if closed_any and counts.get(index[side.other.relation]):
+                dirty += self._diverged(spark, side, batch_id, clean[side.other.relation], prev)
+        frames, pads = [rows], []
+        for side in self.outer:
+            if now.cutoff_of(side.binding.relation) is None and now.flushed == prev.flushed:
+                pads.append(0)  # no frontier of the other side yet: nothing closes
+                continue
+            pending = padding.pending_of(spark, side, self.state_tables, self.schemas, batch_id,
+                                         clean[side.binding.relation], prev, now).persist()
+            other = padding.other_rows(spark, side, self.state_tables, self.schemas, batch_id, pending)
+            pad = padding.padded(spark, side, padding.without_batch(pending, self.schemas[side.binding.relation]),
+                                 other, clean[side.other.relation]).persist()
+            self._cached += [pending, pad]
+            pads.append(pad.count())
+            frames.append(pad)
+        return reduce(DataFrame.unionByName, frames), now, pads, dirty
+
+    def _stats(self, sides: list[DataFrame]) -> "Stats":
+        """What the step needs to know about its new rows, in ONE Spark job over the batch:
+        rows per input, quarantine reasons, the event-time range of each prune range's other
+        side and each input's max ingest time (both over clean rows). Each input is one global
+        aggregate of conditional counts and extremes: no grouping key, so no hash table."""
+        ranges = self._ranges()
+        frames = []
+        for k, b in enumerate(self.sides):
+            rows = sides[k]
+            times = Q.event_times(rows, b, model=self.plan.model)
+            reason = Q.reason_of(times, b)
+            clean = reason.isNull()
+            aggs = [F.count(F.lit(1)).alias("n"),
+                    F.max(F.when(clean, F.unix_micros(times.ingest))).alias("ingest")]
+            aggs += [F.count_if(reason == r).alias(r) for r in Q.REASONS]
+            for j, r in enumerate(ranges):
+                if r.other == b.relation:
+                    t = _micros(rows, r.other_column)
+                    aggs += [F.min(F.when(clean, t)).alias(f"low{j}"), F.max(F.when(clean, t)).alias(f"high{j}")]
+                else:
+                    aggs += [F.lit(None).cast("bigint").alias(f"low{j}"), F.lit(None).cast("bigint").alias(f"high{j}")]
+            frames.append(rows.agg(*aggs).select(F.lit(k).alias("side"), "*"))
+        stats = Stats()
+        for g in reduce(DataFrame.unionByName, frames).collect():
+            k, n = g["side"], g["n"]
+            relation = self.sides[k].relation
+            stats.rows[k] = n
+            for r in Q.REASONS:
+                if g[r]:
+                    stats.reasons[r] = stats.reasons.get(r, 0) + g[r]
+            if n > sum(g[r] for r in Q.REASONS):  # the input has clean rows
+                stats.max_ingest[relation] = g["ingest"]
+                for j, r in enumerate(ranges):
+                    if r.other == relation and g[f"low{j}"] is not None:
+                        stats.bounds[r] = (g[f"low{j}"], g[f"high{j}"])
+        for b in self.sides:
+            if b.ingest_time:
+                stats.max_ingest.setdefault(b.relation, None)
+        return stats
+
+    def _ranges(self) -> list[PruneRange]:
+        """The prune ranges in use: only for a model with one join of two streams (with more,
+        a range against one side would hide old rows another side's new rows need)."""
+        if len(self.state_tables) != 2:
+            return []
+        return [r for b in self.sides for r in b.prune]
+
+    def _diverged(self, spark: SparkSession, side: padding.Side, batch_id: int,
+                  new: DataFrame, prev: padding.Progress) -> list[tuple[str, int, str]]:
+        """Partitions of padded rows (of P's rows closed before this batch, with no match
+        among O's older rows) that O's new rows match: (partition, rows, reason)."""
+        p, o = side.binding, side.other
+        ps, os_ = self.schemas[p.relation], self.schemas[o.relation]
+        low, high = padding.time_range(new, os_, o.event_time)
+        if low is None or not spark.catalog.tableExists(self.state_tables[p.relation]):
+            return []
+        t = padding.micros_of(ps, p.event_time)
+        a = F.col(state.BATCH_COLUMN)
+        closed = (spark.table(self.state_tables[p.relation])
+                  .where((a < batch_id) & prev.closed_for(p.relation, a, t)
+                         & padding.between(ps, p.event_time, low - side.upper_us, high - side.lower_us)))
+        closed = padding.without_batch(closed, ps).persist()
+        try:
+            if not closed.take(1):
+                return []
+            old = padding.other_rows(spark, side, self.state_tables, self.schemas, batch_id,
+                                     closed)
+            emitted = padding.padded(spark, side, closed, old, state.empty(spark, os_))
+            still = padding.padded(spark, side, closed, old, new)
+            gone = emitted.exceptAll(still)
+            keys = [F.col(f"`{c}`") for c in self.plan.sink.partition_by]
+            groups = (gone.groupBy(*keys).count().collect() if keys
+                      else [r for r in [gone.agg(F.count(F.lit(1)).alias("count")).collect()[0]]
+                            if r["count"]])
+        finally:
+            closed.unpersist()
+        out = []
+        for g in groups:
+            spec = commitlog.partition_spec({c: g[c] for c in self.plan.sink.partition_by})
+            n = g["count"]
+            out.append((spec, n, f"{n} row(s) of `{p.relation}` were emitted padded before a "
+                                 f"matching `{o.relation}` row arrived in micro-batch {batch_id} "
+                                 "(it was not late by its own ingest time)"))
+        return out
+
+    # --- steps between micro-batches ------------------------------------------------------------
+
+    def flush(self) -> BatchReport | None:
+        """End of a bounded run: pad every pending row; None when there is nothing to close
+        (no outer join, no batch yet, or flushed already: a restart pads nothing twice)."""
+        if not self.outer:
+            return None
+        with self.lock:
+            prev = padding.read_progress(self.spark, self.progress)
+            return self._close("flush", prev, padding.flush(prev))
+
+    def idle_check(self, settled: Callable[[], bool]) -> BatchReport | None:
+        """Pad what an idle input's timeout closes (see `padding.idle`); `settled` says no
+        micro-batch is in flight or waiting for its replay."""
+        timeout = self.plan.idle_timeout_us
+        if not self.outer or timeout is None:
+            return None
+        now = time.monotonic()
+        idle = {r for r, t in self.last_rows.items() if (now - t) * 1e6 >= timeout}
+        if not idle:
+            return None
+        with self.lock:
+            if not settled():
+                return None
+            prev = padding.read_progress(self.spark, self.progress)
+            return self._close("idle", prev, padding.idle(prev, self.outer, idle))
+
+    def redo(self) -> BatchReport | None:
+        """At start: write again the last recorded flush/idle step (recorded first, written
+        second); its write is skipped when its commit is there."""
+        if not self.outer:
+            return None
+        last = padding.unfinished_step(self.spark, self.progress)
+        if last is None:
+            return None
+        b, s, kind = last
+        prev = padding.read_progress(self.spark, self.progress, before=(b, s))
+        now = padding.read_progress(self.spark, self.progress, before=(b, s + 1))
+        with self.lock:
+            return self._write_close(kind, prev, now)
+
+    def _close(self, kind: str, prev: padding.Progress, now: padding.Progress | None) -> BatchReport | None:
+        if now is None:
+            return None
+        padding.record(self.spark, self.progress, now.batch, now.seq, kind, now)
+        return self._write_close(kind, prev, now)
+
+    def _write_close(self, kind: str, prev: padding.Progress, now: padding.Progress) -> BatchReport:
+        began = time.monotonic()
+        spark, plan = self.spark, self.plan
+        frames = []
+        try:
+            for side in self.outer:
+                o = side.other
+                pending = padding.pending_of(spark, side, self.state_tables, self.schemas,
+                                             now.batch, None, prev, now).persist()
+                self._cached.append(pending)
+                other = padding.other_rows(spark, side, self.state_tables, self.schemas,
+                                           now.batch + 1, pending)
+                frames.append(padding.padded(
+                    spark, side, padding.without_batch(pending, self.schemas[side.binding.relation]),
+                    other, state.empty(spark, self.schemas[o.relation])))
+            batch = self._id(f"{self.app_id()}__close", now.batch * padding.CLOSE_STEP + now.seq,
+                             step=now.batch)
+            out = write(spark, plan.sink, reduce(DataFrame.unionByName, frames), batch=batch)
+            out = self._log(spark, out, batch, [], inputs={}, quarantined=0, late=0)
+            padding.mark_done(spark, self.progress, now.batch, now.seq, kind)
+        finally:
+            self._drop_views(spark)
+        report = BatchReport(plan.model, now.batch, (), out.rows, 0, out.skipped,
+                             time.monotonic() - began, kind=kind, padded=out.rows)
+        self._report(report)
+        return report
+
+    # --- commit log -------------------------------------------------------------------------------
+
+    def _log(self, spark: SparkSession, out: WriteResult, batch: BatchId,
+             dirty: list[tuple[str, int, str]], dims: snapshot.StreamBatch | None = None,
+             **fields) -> WriteResult:
+        """The commit-log rows of one sink write (and its dirty partitions), once per batch id:
+        ONE append, so every row of the batch lands or none. A replayed write was skipped by
+        Delta: its partitions are read from its commit, and returned (marked skipped) for the
+        batch's report. `dims`: the micro-batch's pinned dimension snapshot (its rows carry the
+        dimension partitions used and the provisional flag, DESIGN 2.3)."""
+        if out.skipped and out.version is None:
+            found = _find_commit(spark, self.plan.sink, batch)
+            out = dataclasses.replace(found, skipped=True) if found else out
+        entries = []
+        fields.update(run_id=batch.app_id, batch_id=batch.batch_id)
+        if dims is not None:
+            entries = snapshot.end(spark, self.plan, out, dims, **fields) or []
+        if out.version is not None and not entries:
+            entries = commitlog.write_entries(out, mode="stream", model=self.plan.model, **fields)
+        entries += [commitlog.Entry(self.plan.sink.table, spec, "dirty", "stream", self.plan.model,
+                                    run_id=batch.app_id, batch_id=batch.batch_id, rows=n, reason=why)
+                    for spec, n, why in dirty]
+        commitlog.append(spark, entries, batch=batch)
+        return out
+
+    def _offsets(self, batch_id: int) -> dict[str, dict]:
+        """Each input's Delta source offsets before and after this batch (from the
+        checkpoint's `offsets/<id>` files; `{}` when unknown)."""
+        if self.checkpoint is None:
+            return {}
+        end, start = offsets.read(self.checkpoint, batch_id), offsets.read(self.checkpoint, batch_id - 1)
+        out = {}
+        for k, b in enumerate(self.sides):
+            if k < len(end):
+                out[b.relation] = {"start": _plain(start[k]) if k < len(start) else None,
+                                   "end": _plain(end[k])}
+        return out
+
+    def _prune(self, b: SourceBinding, bounds: dict[PruneRange, tuple[int, int]]) -> Column | None:
+        """Old rows of `b` that the other side's new rows can match: the OR of its prune
+        ranges over the other side's event-time range (`bounds`, from `_stats`); None: no
+        pruning."""
+        if not b.prune or not self._ranges():  # one rule for when pruning applies
+            return None
+        keep = F.lit(False)
+        for r in b.prune:
+            if r not in bounds:
+                continue  # no new rows on the other side: nothing to match
+            low, high = bounds[r]
+            column = _as_timestamp(self.schemas[b.relation], r.column)
+            keep = keep | column.between(F.timestamp_micros(F.lit(low + r.lower_us)),
+                                         F.timestamp_micros(F.lit(high + r.upper_us)))
+        return keep
+
+
+@dataclass
+class Stats:
+    """`MicroBatch._stats`: rows per input index, quarantine rows per reason, (min, max) µs of
+    each prune range's other side, max ingest µs per input (clean rows; None: no rows)."""
+
+    rows: dict[int, int] = dataclasses.field(default_factory=dict)
+    reasons: dict[str, int] = dataclasses.field(default_factory=dict)
+    bounds: dict[PruneRange, tuple[int, int]] = dataclasses.field(default_factory=dict)
+    max_ingest: dict[str, int | None] = dataclasses.field(default_factory=dict)
+
+
+def _indexed(b: SourceBinding) -> tuple[str, ...]:
+    """The columns of `b`'s state rows that are filtered on: its event time, its prune columns."""
+    return tuple(c for c in (b.event_time, *(r.column for r in b.prune)) if c)
+
+
+def _plain(offset: offsets.Offset | None) -> dict | None:
+    """An offset as the commit log's `inputs` records it."""
+    return None if offset is None else {"version": offset.version, "index": offset.index}
+
+
+def _find_commit(spark: SparkSession, sink: Sink, batch: BatchId, look_back: int = 50) -> WriteResult | None:
+    """The WriteResult of the sink commit made by `batch` (its marker or Delta `txn` action,
+    `once.find`), searched in the table's last `look_back` commits."""
+    latest = deltalog.latest_version(spark, sink.table)
+    if latest is None:
+        return None
+    location = deltalog.describe(spark, sink.table).location
+    version = once.find(spark, sink.table, location, batch.app_id, batch.batch_id,
+                        after=max(-1, latest - look_back), latest=latest)
+    return None if version is None else committed(spark, sink, version, location)
+
+
+def _micros(df: DataFrame, name: str) -> Column:
+    return F.unix_micros(_as_timestamp(df.schema, name))
+
+
+def _as_timestamp(schema: StructType, name: str) -> Column:
+    field = next(f for f in schema.fields if f.name.lower() == name.lower())
+    column = F.col(f"`{field.name}`")
+    return column if isinstance(field.dataType, TimestampType) else column.cast("timestamp")

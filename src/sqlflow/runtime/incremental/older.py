@@ -1,0 +1,153 @@
+"""Where a micro-batch of an `incremental` join finds each input's OLDER rows (the rows of
+earlier micro-batches, DESIGN 2.9), and which batches must keep a copy of their rows.
+
+Older rows of input `k` before batch `b` are described by a `Source`: the input table's clean
+rows as of Delta version `base` (None: none) plus the state table's copies of batches after
+`since` (`sqlflow.runtime.incremental.state`). The offsets say which (`sqlflow.runtime.offsets`):
+
+- a batch that starts where a whole table version ends reads that version: no copies at all.
+  This is every batch unless one commit has more files than `maxFilesPerTrigger` lets in;
+- a batch that ends inside a version copies its clean rows to the state table, and the batches
+  after it read the version where that run of partial batches began, plus the run's copies.
+  `Ledger` records this per batch in `<checkpoint>/sqlflow_older/<batch id>` (JSON), because
+  Spark purges old offset files;
+- a batch that starts inside a version in a checkpoint with no records at all (one written
+  before this module) reads every copy (`ALL_COPIES`): such checkpoints copied every batch. In
+  a checkpoint with records, a missing or unreadable one is an error (it would read the wrong
+  rows), naming the model's file and what to do.
+
+The new rows of a batch that starts with nothing delivered and ends on a whole version are that
+version of the table (`new_rows`): read straight from Delta, column-pruned and vectorized, not
+through the micro-batch's envelope. Outer joins keep copying every batch (`ALL_COPIES`): their
+padding needs each row's batch id (`sqlflow.runtime.incremental.padding`).
+
+A replay of batch `b` after a crash finds the same offsets and the same record of `b - 1`, so
+it reads the same older rows, and rewrites its own record with the same content.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.types import StructType
+
+from sqlflow.errors import Location, SqlflowError
+from sqlflow.runtime import offsets
+from sqlflow.runtime.incremental import state
+
+FOLDER = "sqlflow_older"
+KEEP = 3  # records kept: a replay of batch b reads the record of b - 1
+
+
+@dataclass(frozen=True)
+class Source:
+    base: int | None  # the input table as of this Delta version (None: no rows from the table)
+    since: int        # plus the state table's copies of batches after this one
+
+
+ALL_COPIES = Source(None, -1)
+
+
+class Ledger:
+    """The older-rows `Source` of each joined input, per micro-batch of one query."""
+
+    def __init__(self, checkpoint: Path | None, relations: list[str | None], *, copy_all: bool,
+                 location: Location | None = None):
+        """`relations`: the query's inputs in source order (None: an input that is not joined
+        and keeps no older rows); `copy_all`: outer joins, which copy every batch; `location`:
+        the model's file, for errors."""
+        self.checkpoint, self.relations, self.copy_all = checkpoint, relations, copy_all
+        self.location = location
+
+    def before(self, batch_id: int) -> dict[str, Source]:
+        """The older rows of each joined input for `batch_id`."""
+        if self.copy_all or self.checkpoint is None:
+            return {r: ALL_COPIES for r in self.relations if r}
+        recorded = None
+        out = {}
+        for k, r in enumerate(self.relations):
+            if r is None:
+                continue
+            start = offsets.start_of(self.checkpoint, batch_id, k)
+            if start is not None:
+                out[r] = Source(start.version, batch_id - 1)
+            else:
+                recorded = self._load(batch_id - 1) if recorded is None else recorded
+                base, since = recorded.get(r, (None, -1))
+                out[r] = Source(base, since)
+        return out
+
+    def after(self, batch_id: int, before: dict[str, Source]) -> tuple[dict[str, Source], set[str]]:
+        """The older rows of each joined input for the batch after `batch_id`, and the inputs
+        whose rows `batch_id` must copy to the state table (it ends inside a version)."""
+        if self.copy_all or self.checkpoint is None:
+            return before, set(before)
+        nxt, copy = {}, set()
+        for k, r in enumerate(self.relations):
+            if r is None:
+                continue
+            end = offsets.end_of(self.checkpoint, batch_id, k)
+            if end is not None:
+                nxt[r] = Source(end.version, batch_id)
+            else:
+                nxt[r], copy = before[r], copy | {r}
+        return nxt, copy
+
+    def record(self, batch_id: int, sources: dict[str, Source]) -> None:
+        """Write what the batch after `batch_id` reads (same content on a replay); drop old
+        records."""
+        if self.copy_all or self.checkpoint is None:
+            return
+        folder = self.checkpoint / FOLDER
+        folder.mkdir(parents=True, exist_ok=True)
+        path = folder / str(batch_id)
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps({r: [s.base, s.since] for r, s in sources.items()}, sort_keys=True))
+        tmp.replace(path)
+        for old in folder.iterdir():
+            if old.name.isdigit() and int(old.name) <= batch_id - KEEP:
+                old.unlink(missing_ok=True)
+
+    def _load(self, batch_id: int) -> dict[str, tuple[int | None, int]]:
+        """The record of `batch_id`. No records at all: a checkpoint from before them, which
+        copied every batch (`{}`: every input reads `ALL_COPIES`). A record missing among
+        others, or unreadable, would make the batch read the wrong older rows: an error."""
+        folder = self.checkpoint / FOLDER
+        path = folder / str(batch_id)
+        if not folder.is_dir():
+            return {}
+        try:
+            return {r: (v[0], v[1]) for r, v in json.loads(path.read_text()).items()}
+        except (OSError, ValueError, TypeError, IndexError, AttributeError) as exc:
+            raise SqlflowError(
+                f"stream checkpoint `{self.checkpoint}`: cannot read `{path}`, which says where "
+                f"micro-batch {batch_id + 1} finds the older rows of its inputs ({exc})",
+                location=self.location, hint="restore the checkpoint folder as it was, or rebuild the model from a fresh "
+                     "checkpoint (drop its sink table and its checkpoint folder)") from exc
+
+
+def table_at(spark: SparkSession, relation: str, version: int | None, schema: StructType) -> DataFrame:
+    """The input table's rows as of `version` with the columns of `schema` (None: no rows)."""
+    if version is None:
+        return state.empty(spark, schema)
+    rows = spark.read.format("delta").option("versionAsOf", version).table(relation)
+    return rows.select(*[rows[f"`{f.name}`"] for f in schema.fields])
+
+
+def new_rows(checkpoint: Path | None, batch_id: int, k: int) -> tuple[bool, int | None]:
+    """`(True, v)` when the new rows of input `k` in `batch_id` are exactly the table as of
+    version `v` (v None: no rows), `(False, None)` when they must come from the micro-batch."""
+    if checkpoint is None:
+        return False, None
+    start = offsets.start_of(checkpoint, batch_id, k)
+    end = offsets.end_of(checkpoint, batch_id, k)
+    if start is None or end is None:
+        return False, None
+    if start.version == end.version:
+        return True, None  # nothing new on this input
+    if start.version is None:
+        return True, end.version
+    return False, None
