@@ -60,6 +60,11 @@ class SqlflowError(Exception):
         super().__init__("\n".join(d.format() for d in diags))
 
 
+class CompilerError(SqlflowError):
+    """`exceptions.raise_compiler_error` in a model's Jinja: a macro rejecting what its caller
+    passed (reported at the caller's line)."""
+
+
 def relpath(path: str | Path, root: str | Path | None = None) -> str:
     """A path as the user would type it: relative to the project root when inside it."""
     p = Path(path)

@@ -20,7 +20,7 @@ from typing import Any
 import jinja2
 from jinja2.sandbox import SandboxedEnvironment
 
-from sqlflow.errors import Location, SqlflowError, did_you_mean
+from sqlflow.errors import CompilerError, Location, SqlflowError, did_you_mean
 from sqlflow.project.load import macro_environment_extensions
 from sqlflow.rendering.sourcemap import LineMarkers
 
@@ -139,10 +139,6 @@ def return_(value: Any) -> None:
 def log_(message: Any, info: bool = False) -> str:
     (log.info if info else log.debug)("%s", message)
     return ""
-
-
-class CompilerError(SqlflowError):
-    """`exceptions.raise_compiler_error`: a macro rejecting what its caller passed."""
 
 
 def _raise_compiler_error(message: str) -> None:

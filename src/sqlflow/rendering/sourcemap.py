@@ -21,7 +21,7 @@ import jinja2
 import jinja2.ext
 from jinja2.lexer import Token
 
-from sqlflow.errors import Location, SqlflowError, did_you_mean
+from sqlflow.errors import CompilerError, Location, SqlflowError, did_you_mean
 
 MODEL_PREFIX = "model:"
 _OPEN, _CLOSE = "\x1e", "\x1f"
@@ -178,8 +178,6 @@ def locate_exception(exc: BaseException, model_path: str, files: set[str],
         if all(d.location for d in exc.diagnostics):
             return exc  # already located, e.g. raised while rendering another model
         # raise_compiler_error in a macro rejects the caller's arguments: point at the call.
-        from sqlflow.rendering.dbt_context import CompilerError
-
         if isinstance(exc, CompilerError) and via and caller:
             at, note = caller, f" (raised in {where})"
         else:

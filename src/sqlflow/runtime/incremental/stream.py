@@ -36,7 +36,7 @@ from sqlflow.planning.plan import RoutedPlan, StreamPlan
 from sqlflow.runtime.incremental import older, padding, state
 from sqlflow.runtime.delta import once
 from sqlflow.runtime.batchfn import query_failed
-from sqlflow.runtime.incremental.microbatch import SIDE, BatchReport, MicroBatch, side_column
+from sqlflow.runtime.incremental.microbatch import BatchReport, MicroBatch, SIDE, side_column
 from sqlflow.runtime.refresh import checkpoint_dir, rebuild_command
 from sqlflow.runtime.refresh import full_refresh as full_refresh_plan
 
@@ -74,7 +74,7 @@ def check_plan(spark: SparkSession, plan: StreamPlan) -> None:
     """Refuse what this runtime cannot run yet, before a query starts."""
     where = Location(plan.path)
     if plan.strategy == "stateful":
-        from sqlflow.runtime.stateful.stream import stream as stateful
+        from sqlflow.runtime.stateful import stream as stateful
         return stateful.check(spark, plan)
     if plan.strategy != "incremental":
         raise SqlflowError(f"model `{plan.model}`: stream_strategy `{plan.strategy}` has no runtime yet",
@@ -96,7 +96,7 @@ def start(ctx, plan: StreamPlan, *, trigger: str = AVAILABLE_NOW,
         from sqlflow.runtime.routed.routing import start as start_routed
         return start_routed(ctx, plan, trigger=trigger, on_batch=on_batch)
     if plan.strategy == "stateful":
-        from sqlflow.runtime.stateful.stream import stream as stateful
+        from sqlflow.runtime.stateful import stream as stateful
         return stateful.start(ctx, plan, trigger=trigger, on_batch=on_batch, after_sink=after_sink)
     spark = ctx.spark
     check_plan(spark, plan)
