@@ -191,7 +191,7 @@ PHASES: dict[str, dict[str, float]] = {}  # sink table -> seconds per micro-batc
 
 
 def sqlflow_stream(ctx, plan, table: str, files: int | None, checkpoint: Path) -> int:
-    from sqlflow.runtime.incremental.stream import run_stream
+    from sqlflow.runtime.dispatch import run_stream
 
     plan = dataclasses.replace(
         plan, sources=tuple(dataclasses.replace(b, max_files_per_trigger=files)

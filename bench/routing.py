@@ -153,7 +153,7 @@ def main() -> None:
     from sqlflow.engine.context import Context
     from sqlflow.project.profiles import load_target
     from sqlflow.runtime.batch import run_batch
-    from sqlflow.runtime.routed.routing import last_report, run_routed_batch
+    from sqlflow.runtime.routed.routing import run_routed_batch
     from sqlflow.engine.session import build_session
 
     tmp = Path(tempfile.mkdtemp(prefix="sqlflow_bench_routing_"))
@@ -173,9 +173,9 @@ def main() -> None:
     root = project(tmp / "fused", args.targets, routed=True)
     plan = compile_project(root, mode="batch", target=Context.with_session(spark, root).target).plans["by_dept"]
     mark = last_execution(spark)
-    list(run_routed_batch(Context.with_session(spark, root), plan))
+    fused_results = list(run_routed_batch(Context.with_session(spark, root), plan))
     fused = scans(spark, "bench_route_ods.events", mark)
-    report = last_report["by_dept"]
+    report = fused_results[-1].route
 
     # 1b. the routing key once per row (shared calls) against calling it in every target
     timing = shared_calls_timing(spark, Context.with_session(spark, root), plan, run_routed_batch)

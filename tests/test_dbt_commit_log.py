@@ -14,7 +14,7 @@ import pytest
 from helpers import make_project
 from sqlflow.engine.context import Context
 from sqlflow.workflows.dbt_bridge import run_dbt
-from sqlflow.demo.markers import mark_ready, table_location
+from sqlflow.runtime.delta.markers import mark_ready, table_location
 from sqlflow.runtime.delta import commitlog as C
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -22,7 +22,7 @@ import yaml
 from sqlflow.compiler import compile_project
 from sqlflow.engine.context import Context
 from sqlflow.demo.generate import generate
-from sqlflow.runtime.batch import run_models
+from sqlflow.runtime.dispatch import run_models
 
 pytestmark = [pytest.mark.spark, pytest.mark.dbt]
 

@@ -25,11 +25,11 @@ from runtime.adkit import assert_same, profiles
 from sqlflow.cli.main import main
 from sqlflow.compiler import compile_project
 from sqlflow.engine.context import Context
-from sqlflow.demo.markers import mark_ready, table_location
+from sqlflow.runtime.delta.markers import mark_ready, table_location
 from sqlflow.runtime.delta import commitlog as C
 from sqlflow.runtime.batch import run_batch
 from sqlflow.runtime.delta.deltalog import latest_version
-from sqlflow.runtime.incremental.stream import run_stream
+from sqlflow.runtime.dispatch import run_stream
 
 pytestmark = pytest.mark.spark
 

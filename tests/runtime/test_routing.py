@@ -41,7 +41,7 @@ from sqlflow.errors import SqlflowError
 from sqlflow.planning.plan import COMMIT_LOG
 from sqlflow.runtime.delta import commitlog, deltalog, once
 from sqlflow.runtime.delta.compaction import compact
-from sqlflow.runtime.routed.routing import (DIRTY_REASON, last_report, progress_table, run_routed_batch,
+from sqlflow.runtime.routed.routing import (DIRTY_REASON, progress_table, run_routed_batch,
                                      run_routed_stream)
 from sqlflow.workflows.verify.outputs import routed_selection
 
@@ -345,7 +345,7 @@ def test_backfill_reads_once_stays_in_budget_and_commits_what_it_wrote(spark, se
     for text in plans:  # every target reads the cached input, none scans the Delta table
         above_cache = text.split("InMemoryRelation", 1)[0]
         assert "InMemoryTableScan" in above_cache and "FileScan" not in above_cache, text
-    report = last_report["by_dept"]
+    report = results[-1].route
     assert {p.spec.split("/event_type")[0] for t in report.targets for p in t.partitions} == {
         "dt=2026-11-01/hour=10", "dt=2026-11-01/hour=11"}
     for t in report.targets:
@@ -395,7 +395,7 @@ def test_a_bounded_run_commits_its_last_hours_once_and_a_later_row_marks_them_di
     assert commit_rows() == 3 and dict(hook.posts) == {HOUR10: 1}
     assert {r["event_id"] for r in spark.table(live).collect()} == {"e1", "e3"}  # written, not lost
     # `sqlflow status` lists it; `sqlflow repair` backfills the group's day and settles it
-    from sqlflow.runtime.repair import repair
+    from sqlflow.runtime.dispatch import repair
     from sqlflow.report.status import status_tables
 
     assert status_tables(spark, [plan])[0].row_count == 1

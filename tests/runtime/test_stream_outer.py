@@ -24,7 +24,7 @@ from runtime.adkit import (CLICK_SCHEMA, IMP_SCHEMA, append, assert_same, at, cl
 from sqlflow.errors import SqlflowError
 from sqlflow.runtime.delta import commitlog, deltalog
 from sqlflow.runtime.incremental import state
-from sqlflow.runtime.incremental.stream import run_stream
+from sqlflow.runtime.dispatch import run_stream
 
 pytestmark = pytest.mark.spark
 

@@ -20,7 +20,7 @@ from runtime.adkit import (CLICK_SCHEMA, IMP_SCHEMA, append, assert_same, at, ch
 from sqlflow.errors import SqlflowError
 from sqlflow.planning.plan import COMMIT_LOG
 from sqlflow.runtime.delta import once
-from sqlflow.runtime.incremental.stream import run_stream
+from sqlflow.runtime.dispatch import run_stream
 
 pytestmark = pytest.mark.spark
 
@@ -189,7 +189,7 @@ def test_cli_runs_a_bounded_stream_and_prints_each_micro_batch(spark, setup):
 
 
 def test_an_interval_trigger_keeps_running_and_picks_up_new_commits(spark, setup):
-    from sqlflow.runtime.incremental.stream import start
+    from sqlflow.runtime.dispatch import start_stream as start
 
     imps, clicks = edge_cases()
     plan = setup.stream_plans["attributed"]

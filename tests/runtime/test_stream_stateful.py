@@ -22,7 +22,7 @@ from sqlflow.compiler import compile_project
 from sqlflow.errors import SqlflowError
 from sqlflow.planning.plan import COMMIT_LOG
 from sqlflow.runtime.delta import commitlog, deltalog, once
-from sqlflow.runtime.incremental.stream import run_stream
+from sqlflow.runtime.dispatch import run_stream
 
 pytestmark = pytest.mark.spark
 
@@ -215,7 +215,7 @@ def test_an_idle_timeout_closes_pending_intervals_under_an_interval_trigger(spar
     unmatched impression is emitted padded, and the sink equals the batch plan."""
     import time
 
-    from sqlflow.runtime.incremental.stream import start
+    from sqlflow.runtime.dispatch import start_stream as start
 
     s = setup
     plan = dataclasses.replace(s.stream_plans["samples"], idle_timeout_us=2_000_000)

@@ -110,7 +110,7 @@ def run_cmd(mode: str, trigger: str | None, start, end, select: tuple[str, ...],
     progress is printed per micro-batch. --full-refresh rebuilds the selected stream models
     from a new query (their tables and checkpoints are removed first).
     """
-    from sqlflow.workflows.run import plans_for_run, run_batch_plans
+    from sqlflow.workflows.run import plans_for_run, run_batch_plans, run_stream_plans
 
     ctx = context()
     first, last = (d.date() if d else None for d in (start, end))
@@ -124,10 +124,7 @@ def run_cmd(mode: str, trigger: str | None, start, end, select: tuple[str, ...],
                            hint="a batch run already replaces every partition it computes")
     plans = plans_for_run(ctx, mode, err_console, select=select, vars=parse_vars(vars_text))
     if mode == "stream":
-        from sqlflow.runtime.incremental.stream import run_streams
-
-        run_streams(ctx, plans, trigger=trigger, print_line=lambda line: console.print(
-            escape(line), soft_wrap=True), print_table=console.print, full_refresh=full_refresh)
+        run_stream_plans(ctx, plans, console, trigger=trigger, full_refresh=full_refresh)
     else:
         run_batch_plans(ctx, plans, console, start=first, end=last)
 

@@ -24,7 +24,7 @@ from pyspark.sql import DataFrame, SparkSession
 
 from sqlflow.demo import dims, ods
 from sqlflow.demo import scenario as S
-from sqlflow.demo.markers import clear_ready, mark_ready, table_location
+from sqlflow.runtime.delta.markers import clear_ready, mark_ready, table_location
 from sqlflow.errors import SqlflowError
 
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from datetime import date, timedelta
 
+from sqlflow.runtime.delta import markers
+
 # --- defaults of `sqlflow demo` (a couple of minutes on two cores) ---
 DEFAULT_ROWS = 200_000  # ad impressions; clicks and user events scale with it
 DEFAULT_SEED = 42
@@ -101,4 +103,4 @@ ADVERTISERS_PER_AD = 1 / 20
 CAMPAIGNS_PER_AD = 1 / 4
 
 # Readiness marker written into every ready partition directory of a dimension table.
-READY_MARKER = "_SUCCESS"
+READY_MARKER = markers.READY_MARKER  # the file a ready dimension partition holds

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from sqlglot import exp
 
@@ -26,6 +26,7 @@ from sqlflow.analysis.ir import InputRel, JoinIR, ModelIR
 from sqlflow.rendering.sourcemap import SourceMap
 
 Mode = Literal["stream", "batch"]
+PlanKind = Literal["batch", "stream", "routed"]
 STATE_DIR = ".sqlflow"
 COMMIT_LOG = "sqlflow.commit_log"  # DESIGN 2.5; `dim_join` reads READY from it
 
@@ -155,6 +156,18 @@ class BatchPlan:
     warnings: tuple[str, ...] = ()
     source_map: SourceMap | None = source_map_field()
 
+    kind: ClassVar[PlanKind] = "batch"
+
+    @property
+    def members(self) -> tuple[str, ...]:
+        """The models this plan builds."""
+        return (self.model,)
+
+    @property
+    def outputs(self) -> tuple[tuple[str, str], ...]:
+        """(table, declaring model file) of every table the plan writes rows to (not a view)."""
+        return () if self.sink.write == "view" else ((self.sink.table, self.path),)
+
     def to_dict(self) -> dict[str, Any]:
         return _to_dict(self)
 
@@ -179,11 +192,23 @@ class StreamPlan:
     flush_margin_us: int = 0  # stateful: sum of the stream joins' widest bounds (end-of-input flush)
     source_map: SourceMap | None = source_map_field()
 
+    kind: ClassVar[PlanKind] = "stream"
+
+    @property
+    def members(self) -> tuple[str, ...]:
+        return (self.model,)
+
+    @property
+    def outputs(self) -> tuple[tuple[str, str], ...]:
+        return ((self.sink.table, self.path),)
+
+    @property
+    def checkpoint_setting(self) -> tuple[str | None, str]:
+        """(configured checkpoint, default folder name under `.sqlflow/checkpoints/`)."""
+        return self.sink.checkpoint, self.model
+
     def to_dict(self) -> dict[str, Any]:
         return _to_dict(self)
-
-
-Plan = BatchPlan | StreamPlan
 
 
 def _to_dict(plan: Any) -> dict[str, Any]:
@@ -309,6 +334,20 @@ class RoutedPlan:
     shared: tuple[tuple[str, str], ...] = ()  # (column, call): computed once per input row
     padding_sql: tuple[str, ...] = ()
 
+    kind: ClassVar[PlanKind] = "routed"
+
+    @property
+    def members(self) -> tuple[str, ...]:
+        return tuple(t.model for t in self.targets)
+
+    @property
+    def outputs(self) -> tuple[tuple[str, str], ...]:
+        return tuple((t.sink.table, t.path) for t in self.targets)
+
+    @property
+    def checkpoint_setting(self) -> tuple[str | None, str]:
+        return self.checkpoint, f"route__{self.model}"
+
     @property
     def sql(self) -> str:
         """Every target's statement, each headed by its model and table."""
@@ -317,3 +356,8 @@ class RoutedPlan:
 
     def to_dict(self) -> dict[str, Any]:
         return _to_dict(self)
+
+
+Plan = BatchPlan | StreamPlan | RoutedPlan
+"""Every plan kind; `kind` says which ("batch", "stream", "routed") and
+`sqlflow.runtime.dispatch` is the one place that picks a runtime for it."""

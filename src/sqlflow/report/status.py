@@ -1,4 +1,5 @@
-"""What `sqlflow status` prints, read from the commit log (DESIGN 2.5, 2.7)."""
+"""What `sqlflow status` prints, read from the commit log (docs/semantics.md, "Partition
+commit" and "Repair")."""
 
 from __future__ import annotations
 
@@ -9,15 +10,13 @@ from pyspark.sql import functions as F
 from rich import box
 from rich.table import Table
 
-from sqlflow.planning.plan import Plan, RoutedPlan
+from sqlflow.planning.plan import Plan
 from sqlflow.runtime.delta import commitlog as C
 
 
-def output_tables(plan: Any) -> tuple[str, ...]:
+def output_tables(plan: Plan) -> tuple[str, ...]:
     """The tables a plan writes rows to: its sink (not a view), or every routed target."""
-    if isinstance(plan, RoutedPlan):
-        return tuple(t.sink.table for t in plan.targets)
-    return () if plan.sink.write == "view" else (plan.sink.table,)
+    return tuple(table for table, _ in plan.outputs)
 
 
 def status_tables(spark: SparkSession, plans: Sequence[Plan]) -> list[Table]:

@@ -1,16 +1,18 @@
-"""The run summary `sqlflow run` prints: per model, what was written and what was quarantined.
+"""The run summary `sqlflow run` prints: per model, what was written and what was quarantined;
+a stream run's progress lines and summary; a routed group's file budgets.
 
-Pure formatting of `RunResult`s; nothing here touches Spark.
+Pure formatting of the runtime's results (`sqlflow.runtime.results`); nothing here touches
+Spark, and nothing in the runtime prints.
 """
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Any, Sequence
 
 from rich import box
 from rich.table import Table
 
-from sqlflow.runtime.batch import DateRange, RunResult
+from sqlflow.runtime.results import DateRange, RunResult, StreamRow
 from sqlflow.runtime.quarantine import REASONS
 
 _REASON_LABELS = {"late": "late", "future": "future", "null_event_time": "null time",
@@ -95,4 +97,50 @@ def dims_table(results: Sequence[RunResult]) -> Table | None:
     for model, u in uses:
         chosen = ", ".join(f"{p or 'none'}: {n:,}" for p, n in sorted(u.rows.items(), key=str)) or "-"
         table.add_row(model, u.partition, u.dim, chosen, str(u.fallback_days), f"{u.dim_missing:,}")
+    return table
+
+
+def event_line(event: Any) -> str:
+    """One progress line of a stream run: a `--full-refresh` removal, a micro-batch report
+    (`.line()`), or a batch plan's `RunResult`."""
+    if isinstance(event, RunResult):
+        return progress_line(event)
+    removed = getattr(event, "removed", None)
+    if removed is not None:
+        return f"{event.model}: full refresh, removed " + (", ".join(removed) or "nothing")
+    return str(event.line())
+
+
+def stream_table(rows: Sequence[StreamRow], trigger: str | None) -> Table:
+    """One row per model: kind, micro-batches, rows written, rows quarantined, seconds, and
+    the output partitions found dirty (`sqlflow repair` rewrites them)."""
+    table = Table(title=f"Stream run ({trigger or 'configured triggers'})", title_justify="left",
+                  box=box.SIMPLE_HEAD)
+    for name, justify in (("model", "left"), ("plan", "left"), ("batches", "right"),
+                          ("rows", "right"), ("quarantined", "right"), ("seconds", "right"),
+                          ("dirty", "right")):
+        table.add_column(name, justify=justify, no_wrap=name == "model")
+    for r in rows:
+        table.add_row(r.model, r.kind, str(r.batches) if r.kind == "stream" else "-", f"{r.rows:,}",
+                      f"{r.quarantined:,}", f"{r.seconds:.1f}",
+                      f"[bold red]{r.dirty}[/]" if r.dirty else "0")
+    return table
+
+
+def files_table(reports: Sequence[Any]) -> Table:
+    """The run summary of file budgets: per target, partitions written, files, budget, bytes
+    per file."""
+    table = Table(title="Routed writes (file budget)", title_justify="left", box=box.SIMPLE_HEAD)
+    for name in ("group", "target", "partitions", "files", "budget", "max files/partition",
+                 "bytes/file"):
+        table.add_column(name, justify="left" if name in ("group", "target") else "right")
+    for r in reports:
+        per: dict[str, list[Any]] = {}
+        for t in r.targets:
+            per.setdefault(t.model, []).extend(t.partitions)
+        for model, parts in per.items():
+            files = sum(p.files for p in parts)
+            table.add_row(r.group, model, str(len(parts)), str(files), str(sum(p.budget for p in parts)),
+                          str(max((p.files for p in parts), default=0)),
+                          f"{sum(p.bytes for p in parts) // files:,}" if files else "-")
     return table

@@ -1,13 +1,18 @@
-"""Run plans on Spark: the batch runtime (the reference), its Delta sinks and the quarantine.
+"""Run plans on Spark (docs/design.md, "Runtime").
 
-- `quarantine.split`: the one late/future/malformed rule, used by batch and stream alike;
-- `sinks.write`: every Delta write (and the future commit-log append) goes through it;
-- `batch.run_batch` / `batch.run_models`: backfill one model / models in plan order;
-- `summary`: what `sqlflow run` prints.
+- `dispatch`: the one place that picks a runtime for a plan's kind (batch, stream per
+  strategy, routed): run, verify, refresh and repair go through it;
+- `batch`: the batch runtime, the reference every stream must equal;
+- `incremental/`, `stateful/`, `routed/`: the stream runtimes, one package per strategy;
+- `delta/`: the shared Delta plumbing (sinks, the Delta log reader, the commit log, the
+  exactly-once journal, compaction, ready markers);
+- `query`: what every stream query shares (checkpoint, id, refusal, start);
+- `streams`: many models' plans at once (`sqlflow run --mode stream`);
+- `results`: the values a run returns; the runtime never prints (`sqlflow.report` does).
 """
 
-from sqlflow.runtime.batch import DateRange, RunResult, run_batch, run_models
-from sqlflow.runtime.delta.sinks import BatchId, PartitionWrite, WriteResult, write
+from sqlflow.runtime.dispatch import run_batch, run_models, run_stream, start_stream
+from sqlflow.runtime.results import DateRange, RunResult, StreamResult
 
-__all__ = ["BatchId", "DateRange", "PartitionWrite", "RunResult", "WriteResult", "run_batch",
-           "run_models", "write"]
+__all__ = ["DateRange", "RunResult", "StreamResult", "run_batch", "run_models", "run_stream",
+           "start_stream"]

@@ -1,12 +1,11 @@
-"""Where a stream query keeps its checkpoint, and `sqlflow run --mode stream --full-refresh`.
+"""`sqlflow run --mode stream --full-refresh`: drop a stream plan's tables and checkpoint.
 
-A stream query's sink and its checkpoint belong together: a new checkpoint over a sink that
-has rows would write every row again, so the runtime refuses it. A full refresh removes both,
-so the model is rebuilt from a new query over everything its inputs hold (the way dbt's
-`--full-refresh` rebuilds an incremental model). The query's own state tables, progress table
-and journal go with the checkpoint: a new query drops them when it starts. The commit log keeps
-the dropped table's history; it is a log, and a partition it still lists as dirty or
-provisional is settled by `sqlflow repair` as before.
+A full refresh removes both a query's outputs and its checkpoint, so the model is rebuilt
+from a new query over everything its inputs hold (the way dbt's `--full-refresh` rebuilds an
+incremental model). The query's own state tables, progress table and journal go with the
+checkpoint: a new query drops them when it starts. The commit log keeps the dropped table's
+history; it is a log, and a partition it still lists as dirty or provisional is settled by
+`sqlflow repair` as before (docs/semantics.md, "Stream runs").
 """
 
 from __future__ import annotations
@@ -17,32 +16,15 @@ from pathlib import Path
 from pyspark.sql import SparkSession
 
 from sqlflow.planning.plan import RoutedPlan, StreamPlan
-
-
-def checkpoint_dir(project_dir: Path | str, plan: StreamPlan | RoutedPlan) -> Path:
-    """The checkpoint folder of the plan's query: the configured one, else
-    `.sqlflow/checkpoints/<model>` (`route__<group>` for a routed group), under the project."""
-    if isinstance(plan, RoutedPlan):
-        configured, default = plan.checkpoint, f"route__{plan.model}"
-    else:
-        configured, default = plan.sink.checkpoint, plan.model
-    return Path(project_dir) / (configured or f".sqlflow/checkpoints/{default}")
-
-
-def rebuild_command(plan: StreamPlan | RoutedPlan) -> str:
-    """The command that rebuilds the plan's tables from a new query (a routed group: every
-    member selected, so the group runs as one plan)."""
-    members = [t.model for t in plan.targets] if isinstance(plan, RoutedPlan) else [plan.model]
-    return "sqlflow run --mode stream " + " ".join(f"--select {m}" for m in members) + " --full-refresh"
+from sqlflow.runtime.query import checkpoint_dir
 
 
 def full_refresh(spark: SparkSession, project_dir: Path | str,
                  plan: StreamPlan | RoutedPlan) -> list[str]:
     """Drop the plan's output tables (sink or every routed target, and the quarantine table)
     and remove its checkpoint folder; returns what was removed, for the run's output."""
-    sinks = [t.sink.table for t in plan.targets] if isinstance(plan, RoutedPlan) else [plan.sink.table]
     removed = []
-    for table in (*sinks, plan.quarantine):
+    for table in (*(t for t, _ in plan.outputs), plan.quarantine):
         if spark.catalog.tableExists(table):
             spark.sql(f"DROP TABLE {table}")
             removed.append(f"table {table}")

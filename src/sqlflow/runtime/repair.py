@@ -1,4 +1,5 @@
-"""`sqlflow repair` and `sqlflow status` (DESIGN 2.7): find and rewrite open partitions.
+"""`sqlflow repair` (docs/semantics.md, "Repair"): find and rewrite open partitions.
+`sqlflow.runtime.dispatch.repair` picks `repair_model` or `repair_routed` for a plan.
 
 A partition is open when the commit log says it is dirty (the stream runtime saw a row it
 could not place exactly) or provisional (a dimension join fell back because a day was not
@@ -20,7 +21,9 @@ from typing import Callable, Sequence
 
 from sqlflow.planning.plan import BatchPlan, RoutedPlan
 from sqlflow.runtime.delta import commitlog as C
-from sqlflow.runtime.batch import RunResult, run_batch
+from sqlflow.runtime.batch import run_batch
+from sqlflow.runtime.results import RunResult
+from sqlflow.runtime.routed.routing import run_routed_batch
 
 
 @dataclass(frozen=True)
@@ -90,7 +93,6 @@ def repair_routed(ctx, plan: RoutedPlan, *,
     overwritten over the range, the hours committed (and notified) again. Its `write` rows name
     full partitions, not the hours the `dirty` rows name, so each repaired hour gets a `repair`
     row once the backfill succeeded."""
-    from sqlflow.runtime.routed.routing import run_routed_batch
 
     spark = ctx.spark
     tables = [t.sink.table for t in plan.targets]
@@ -110,11 +112,3 @@ def repair_routed(ctx, plan: RoutedPlan, *,
     left = {(s.table, s.partition) for s in still}
     repaired = tuple(s.partition for s in found if (s.table, s.partition) not in left)
     return RepairResult(plan.model, ", ".join(tables), found, tuple(runs), repaired, still)
-
-
-def repair(ctx, plans: Sequence[BatchPlan | RoutedPlan], *,
-           on_run: Callable[[RunResult], None] | None = None) -> list[RepairResult]:
-    """Repair `plans` in compile order (inputs first: a repaired input feeds its readers)."""
-    return [repair_routed(ctx, p, on_run=on_run) if isinstance(p, RoutedPlan) else
-            repair_model(ctx, p, on_run=on_run) for p in plans
-            if isinstance(p, RoutedPlan) or p.sink.write != "view"]

@@ -106,7 +106,7 @@ def sync_markers(spark: SparkSession, relation: str, column: str, marker: str) -
 
 def marker_partitions(spark: SparkSession, relation: str, column: str, marker: str) -> list[str]:
     """Values of `column` whose partition directory of `relation` holds the file `marker`."""
-    from sqlflow.demo.markers import partition_dir, table_location
+    from sqlflow.runtime.delta.markers import partition_dir, table_location
 
     jvm = getattr(spark, "_jvm", None)
     if jvm is None:  # Spark Connect: no file system access from here; the commit log decides

@@ -1,4 +1,8 @@
-"""Compile a project for a run and run its models, printing progress: `run` and `demo` share it."""
+"""Compile a project for a run and run its models, printing progress: `run` and `demo` share it.
+
+The one place a run's results are printed: the runtime returns values and reports progress
+through callbacks; `sqlflow.report.summary` renders them.
+"""
 
 from __future__ import annotations
 
@@ -11,8 +15,11 @@ from rich.markup import escape
 from sqlflow.compiler import compile_project, write_artifacts
 from sqlflow.engine.context import Context
 from sqlflow.planning.plan import Mode, Plan
-from sqlflow.runtime.batch import DateRange, RunResult, run_models
-from sqlflow.report.summary import dims_table, progress_line, summary_table
+from sqlflow.report.summary import (dims_table, event_line, files_table, progress_line,
+                                    stream_table, summary_table)
+from sqlflow.runtime.dispatch import run_models
+from sqlflow.runtime.results import DateRange, RunResult, StreamRow
+from sqlflow.runtime.streams import run_streams
 
 
 def plans_for_run(ctx: Context, mode: Mode, err: Console, *, select: Sequence[str] | None = None,
@@ -44,11 +51,24 @@ def run_batch_plans(ctx: Context, plans: Sequence[Plan], out: Console, *,
         dims = dims_table(done)
         if dims is not None:
             out.print(dims)
-        routed = [p.model for p in plans if type(p).__name__ == "RoutedPlan"]
+        routed = [r.route for r in done if r.route is not None]
         if routed:
-            from sqlflow.runtime.routed.routing import files_table, last_report
-            out.print(files_table([last_report[g] for g in routed if g in last_report]))
+            out.print(files_table(routed))
     return done
+
+
+def run_stream_plans(ctx: Context, plans: Sequence[Plan], out: Console, *, trigger: str | None,
+                     full_refresh: bool = False) -> list[StreamRow]:
+    """`sqlflow run --mode stream`: a progress line per micro-batch (and per batch plan run
+    once), then the summary table, printed even when a model fails."""
+    rows: list[StreamRow] = []
+    try:
+        run_streams(ctx, plans, trigger=trigger, full_refresh=full_refresh, rows=rows,
+                    on_event=lambda e: out.print(escape(event_line(e)), soft_wrap=True))
+    finally:
+        if rows:  # a run refused before any model ran has nothing to sum up
+            out.print(stream_table(rows, trigger))
+    return rows
 
 
 def run_batch_project(ctx: Context, out: Console, err: Console, *,

@@ -14,7 +14,7 @@ from sqlflow.cli.support import console, context, err_console, error_handler, es
 @error_handler
 def command(select: tuple[str, ...], vars_text: str | None) -> None:
     """Recompute provisional and dirty partitions with the batch plan."""
-    from sqlflow.runtime.repair import repair
+    from sqlflow.runtime.dispatch import repair
     from sqlflow.workflows.run import plans_for_run
     from sqlflow.report.summary import progress_line
 

@@ -21,9 +21,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
-from sqlflow.errors import Location, SqlflowError
 from sqlflow.runtime.delta import deltalog, once
-from sqlflow.runtime.refresh import rebuild_command
 from sqlflow.runtime.delta.sinks import BatchId, quote
 
 BATCH_COLUMN = "__sqlflow_batch"
@@ -85,17 +83,6 @@ def older(spark: SparkSession, table: str, schema: StructType, batch_id: int,
     if keep is not None:
         rows = rows.where(keep)
     return rows.select(*[F.col(f"`{f.name}`") for f in schema.fields])
-
-
-def refuse_rewrite(spark: SparkSession, plan, checkpoint) -> None:
-    """A new checkpoint over a sink that has rows would write every row again: refuse it."""
-    if spark.catalog.tableExists(plan.sink.table) and spark.table(plan.sink.table).take(1):
-        raise SqlflowError(
-            f"model `{plan.model}`: sink `{plan.sink.table}` already has rows but its checkpoint "
-            f"`{checkpoint}` is new: a new stream query would write every row again",
-            location=Location(plan.path),
-            hint=f"rebuild it from the stream with `{rebuild_command(plan)}` (drops the table "
-                 "and its quarantine), or restore the checkpoint folder")
 
 
 def drop(spark: SparkSession, table: str) -> None:

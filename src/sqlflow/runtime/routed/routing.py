@@ -29,6 +29,7 @@ partitions (a `--start/--end` range with `replaceWhere`), then every hour writte
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 import time
 import uuid
@@ -50,11 +51,13 @@ from sqlflow.runtime.routed import partition_commit as PC
 from sqlflow.runtime import quarantine as Q
 from sqlflow.runtime.analysis_errors import model_errors
 from sqlflow.runtime.batchfn import BatchFunction, query_failed
-from sqlflow.runtime.refresh import checkpoint_dir, rebuild_command
+from sqlflow.runtime.delta.deltalog import latest_version
 from sqlflow.runtime.delta.sinks import BatchId, WriteResult, write
+from sqlflow.runtime.inputs import count_quarantine, range_predicate, read, write_quarantine
+from sqlflow.runtime.query import (AVAILABLE_NOW, app_id, checkpoint_dir, is_new, rebuild_command,
+                                   refuse_new_checkpoint, start_query)
+from sqlflow.runtime.results import DateRange, InputRead, RunResult
 from sqlflow.rendering.sourcemap import SourceMap
-
-AVAILABLE_NOW = "available-now"
 
 
 @dataclass(frozen=True)
@@ -363,33 +366,22 @@ def start(ctx, plan: RoutedPlan, *, trigger: str = AVAILABLE_NOW,
           on_batch: Callable[[RouteReport], None] | None = None,
           between_targets: Callable[[int, int], None] | None = None):
     """Start the group's one query; returns `(query, RouteBatch)`."""
-    from sqlflow.runtime.incremental.stream import _query_id
-
     spark = ctx.spark
     check_stream_plan(spark, plan)
     checkpoint = checkpoint_dir(ctx.project_dir, plan)
-    if not (checkpoint / "offsets").is_dir():
-        for t in plan.targets:
-            if spark.catalog.tableExists(t.sink.table) and spark.table(t.sink.table).take(1):
-                raise SqlflowError(
-                    f"routed group `{plan.model}`: target `{t.sink.table}` already has rows but the "
-                    f"checkpoint `{checkpoint}` is new: a new query would write every row again",
-                    location=Location(t.path),
-                    hint=f"rebuild the group from the stream with `{rebuild_command(plan)}` "
-                         "(drops every target), or restore the checkpoint")
+    if is_new(checkpoint):
+        refuse_new_checkpoint(spark, plan, checkpoint, plan.outputs)
         spark.sql(f"DROP TABLE IF EXISTS {progress_table(plan)}")
         shutil.rmtree(checkpoint / once.FOLDER, ignore_errors=True)  # an old query's journal
     b = plan.sources[0]
     reader = spark.readStream.format("delta")
     if b.max_files_per_trigger:
         reader = reader.option("maxFilesPerTrigger", b.max_files_per_trigger)
-    fn = RouteBatch(ctx, plan, lambda: f"{plan.model}@{_query_id(checkpoint)}",
+    fn = RouteBatch(ctx, plan, app_id(plan.model, checkpoint),
                     on_batch=on_batch, between_targets=between_targets, checkpoint=checkpoint)
-    writer = (reader.table(b.relation).writeStream.foreachBatch(fn)
-              .queryName(f"sqlflow_route_{plan.model}").option("checkpointLocation", str(checkpoint)))
-    writer = writer.trigger(availableNow=True) if trigger == AVAILABLE_NOW else \
-        writer.trigger(processingTime=trigger)
-    return writer.start(), fn
+    query = start_query(reader.table(b.relation), fn, name=f"sqlflow_route_{plan.model}",
+                        checkpoint=checkpoint, trigger=trigger)
+    return query, fn
 
 
 def run_routed_stream(ctx, plan: RoutedPlan, *, trigger: str = AVAILABLE_NOW,
@@ -421,12 +413,8 @@ def run_routed_stream(ctx, plan: RoutedPlan, *, trigger: str = AVAILABLE_NOW,
 def run_routed_batch(ctx, plan: RoutedPlan, *, start: date | None = None, end: date | None = None,
                      inspect: Callable[[str, DataFrame], None] | None = None) -> Iterator:
     """Backfill every target from one read; yields one `RunResult` per target, then leaves the
-    group's RouteReport in `last_report[plan.model]`. `inspect(model, rows)` sees each target's
-    rows before its write (tests check they read the cache, not the input)."""
-    from sqlflow.runtime.batch import (DateRange, InputRead, RunResult, _count_quarantine, _read,
-                                       _write_quarantine, range_predicate)
-    from sqlflow.runtime.delta.deltalog import latest_version
-
+    group's RouteReport on the last one (`RunResult.route`). `inspect(model, rows)` sees each
+    target's rows before its write (tests check they read the cache, not the input)."""
     spark, b = ctx.spark, plan.sources[0]
     dates = DateRange.of(start, end)
     began = time.monotonic()
@@ -434,14 +422,14 @@ def run_routed_batch(ctx, plan: RoutedPlan, *, start: date | None = None, end: d
         raise SqlflowError(f"routed group `{plan.model}`: input table `{b.relation}` does not exist",
                            location=Location(plan.path), hint="run its parent first")
     version = latest_version(spark, b.relation)
-    rows, view = _read(spark, b.relation, version).persist(), None
+    rows, view = read(spark, b.relation, version).persist(), None
     run_id = f"batch-{uuid.uuid4().hex[:12]}"
     results, writes, hours = [], [], set()
     try:
         split = Q.split(rows, b, model=plan.model, origin=f"{b.relation}@v{version}")
         view = input_view(plan, split.clean)
-        q_result = _write_quarantine(spark, plan, [split.quarantine], dates)
-        counts_q = _count_quarantine(spark, plan.quarantine, dates)
+        q_result = write_quarantine(spark, plan, [split.quarantine], dates)
+        counts_q = count_quarantine(spark, plan.quarantine, dates)
         targets = _Targets(spark, plan)
         for t in plan.targets:
             out = target_rows(spark, plan, t)
@@ -466,32 +454,7 @@ def run_routed_batch(ctx, plan: RoutedPlan, *, start: date | None = None, end: d
         spark.catalog.dropTempView(b.view)
     fired = PC.commit(spark, plan, sorted(hours), mode="batch", run_id=run_id,
                       inputs={b.relation: version})
-    last_report[plan.model] = RouteReport(plan.model, None, 0, sum(q.rows for q in counts_q),
-                                          tuple(writes), tuple(sorted(hours)), tuple(fired),
-                                          time.monotonic() - began)
+    report = RouteReport(plan.model, None, 0, sum(q.rows for q in counts_q), tuple(writes),
+                         tuple(sorted(hours)), tuple(fired), time.monotonic() - began)
+    results[-1] = dataclasses.replace(results[-1], route=report)
     yield from results
-
-
-last_report: dict[str, RouteReport] = {}
-
-
-def files_table(reports: list[RouteReport]):
-    """The run summary of file budgets: per target, partitions written, files, budget, bytes
-    per file."""
-    from rich import box
-    from rich.table import Table
-
-    table = Table(title="Routed writes (file budget)", title_justify="left", box=box.SIMPLE_HEAD)
-    for name in ("group", "target", "partitions", "files", "budget", "max files/partition",
-                 "bytes/file"):
-        table.add_column(name, justify="left" if name in ("group", "target") else "right")
-    for r in reports:
-        per: dict[str, list[PartitionFiles]] = {}
-        for t in r.targets:
-            per.setdefault(t.model, []).extend(t.partitions)
-        for model, parts in per.items():
-            files = sum(p.files for p in parts)
-            table.add_row(r.group, model, str(len(parts)), str(files), str(sum(p.budget for p in parts)),
-                          str(max((p.files for p in parts), default=0)),
-                          f"{sum(p.bytes for p in parts) // files:,}" if files else "-")
-    return table

@@ -64,14 +64,14 @@ from sqlflow.errors import Location, SqlflowError
 from sqlflow.planning.plan import Sink, SourceBinding, StreamPlan
 from sqlflow.runtime.delta import commitlog, once
 from sqlflow.runtime import offsets
-from sqlflow.runtime.incremental import state
 from sqlflow.runtime import quarantine as Q
 from sqlflow.runtime.analysis_errors import model_errors
 from sqlflow.runtime.batchfn import BatchFunction, query_failed
 from sqlflow.runtime.incremental.microbatch import SIDE, BatchReport
-from sqlflow.runtime.refresh import checkpoint_dir, rebuild_command
 from sqlflow.runtime.delta.sinks import BatchId, PartitionWrite, WriteResult, write
-from sqlflow.runtime.incremental.stream import AVAILABLE_NOW, StreamResult, _query_id
+from sqlflow.runtime.query import (AVAILABLE_NOW, app_id, checkpoint_dir, is_new, rebuild_command,
+                                   refuse_new_checkpoint, start_query)
+from sqlflow.runtime.results import StreamResult
 
 KIND, OUT, QROW, TIME = "__kind", "__o", "__q", "__t"
 POLICY = "spark.sql.streaming.multipleWatermarkPolicy"
@@ -137,8 +137,8 @@ def start(ctx, plan: StreamPlan, *, trigger: str = AVAILABLE_NOW,
     sides = [b for b in plan.sources if b.read == "stream"]
     checkpoint = checkpoint_dir(ctx.project_dir, plan)
     beats = heartbeat_table(plan.sink.table, plan.model)
-    if not (checkpoint / "offsets").is_dir():
-        state.refuse_rewrite(spark, plan, checkpoint)
+    if is_new(checkpoint):
+        refuse_new_checkpoint(spark, plan, checkpoint, plan.outputs)
         spark.sql(f"DROP TABLE IF EXISTS {beats}")  # a new query: old heartbeats are stale
         shutil.rmtree(checkpoint / once.FOLDER, ignore_errors=True)  # and so is its journal
     if not spark.catalog.tableExists(beats):
@@ -170,18 +170,13 @@ def start(ctx, plan: StreamPlan, *, trigger: str = AVAILABLE_NOW,
     envelope = out.unionByName(heartbeat_branch(spark, beats), allowMissingColumns=True)
     for branch in branches:
         envelope = envelope.unionByName(branch, allowMissingColumns=True)
-    fn = StatefulBatch(plan, sides, checkpoint, lambda: f"{plan.model}@{_query_id(checkpoint)}",
+    fn = StatefulBatch(plan, sides, checkpoint, app_id(plan.model, checkpoint),
                        on_batch=on_batch, after_sink=after_sink)
-    writer = (envelope.writeStream.foreachBatch(fn).queryName(f"sqlflow_{plan.model}")
-              .option("checkpointLocation", str(checkpoint)))
-    if trigger == AVAILABLE_NOW:
-        writer = writer.trigger(availableNow=True)
-    else:
-        writer = writer.trigger(processingTime=trigger)
     before = spark.conf.get(POLICY, None)
     spark.conf.set(POLICY, "max")  # captured by the query at start (and kept in its checkpoint)
     try:
-        query = writer.start()
+        query = start_query(envelope, fn, name=f"sqlflow_{plan.model}", checkpoint=checkpoint,
+                            trigger=trigger)
     finally:
         if before is None:
             spark.conf.unset(POLICY)

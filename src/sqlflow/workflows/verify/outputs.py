@@ -21,6 +21,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from sqlflow.planning.plan import RoutedPlan, SourceBinding, StreamPlan
+from sqlflow.runtime import dispatch
 from sqlflow.runtime.delta import commitlog
 
 
@@ -75,37 +76,23 @@ def scratch_batch(plan, scratch: str):
         quarantine=f"{scratch}.{plan.model}__batch__quarantine")
 
 
-def check_stream(spark: SparkSession, plan) -> None:
+def check_stream(spark: SparkSession, plan: StreamPlan | RoutedPlan) -> None:
     """What the stream runtime cannot run fails before the batch plan runs."""
-    if isinstance(plan, RoutedPlan):
-        from sqlflow.runtime.routed.routing import check_stream_plan
-        check_stream_plan(spark, plan)
-    else:
-        from sqlflow.runtime.incremental.stream import check_plan
-        check_plan(spark, plan)
+    dispatch.check_stream(spark, plan)
 
 
-def run_batch_plan(ctx, plan) -> tuple[dict[str, int | None], float]:
+def run_batch_plan(ctx: Any, plan: Any) -> tuple[dict[str, int | None], float]:
     """Run the (scratch) batch plan; the Delta version of each input it read, and seconds."""
-    if isinstance(plan, RoutedPlan):
-        from sqlflow.runtime.routed.routing import run_routed_batch
-        results = list(run_routed_batch(ctx, plan))
-    else:
-        from sqlflow.runtime.batch import run_batch
-        results = [run_batch(ctx, plan)]
+    results = list(dispatch.run_batch(ctx, plan))
     return {r.relation: r.version for res in results for r in res.inputs}, results[-1].seconds
 
 
-def run_stream_once(ctx, plan: StreamPlan | RoutedPlan, *, end_of_input: bool) -> tuple[int, int]:
+def run_stream_once(ctx: Any, plan: StreamPlan | RoutedPlan, *, end_of_input: bool) -> tuple[int, int]:
     """One available-now run of the (rebound) stream plan: micro-batches and rows written.
     `end_of_input`: no round follows, so a routed group commits its last open hours."""
-    from sqlflow.runtime.incremental.stream import AVAILABLE_NOW, run_stream
-
-    if isinstance(plan, RoutedPlan):
-        from sqlflow.runtime.routed.routing import run_routed_stream
-        reports = run_routed_stream(ctx, plan, end_of_input=end_of_input)
-        return sum(r.kind == "batch" for r in reports), sum(r.rows_out for r in reports)
-    res = run_stream(ctx, plan, trigger=AVAILABLE_NOW)
+    res = dispatch.run_stream(ctx, plan, end_of_input=end_of_input)
+    if plan.kind == "routed":
+        return sum(r.kind == "batch" for r in res.batches), res.rows_out
     return len(res.batches), res.rows_out
 
 

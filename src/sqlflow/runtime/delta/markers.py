@@ -1,8 +1,9 @@
 """Partition ready markers: a `_SUCCESS` file in a Delta table's partition directory.
 
-This is how the demo's daily dimension tables say "this day is complete", the convention
-upstream Hive/Spark jobs use. (The commit log of DESIGN 2.5 will become the primary record of
-readiness; the markers stay for schedulers that look for files.) Delta ignores files whose
+This is how upstream Hive/Spark jobs (and the demo's daily dimension tables) say "this day is
+complete". The commit log (docs/semantics.md, "Partition commit") is sqlflow's own record of
+readiness; `sqlflow.runtime.snapshot` syncs markers into it, and the markers stay for
+schedulers that look for files. Delta ignores files whose
 names start with `_`, and VACUUM keeps them, so a marker never shows up as data.
 
 Paths go through Hadoop's FileSystem API, so the same code marks tables on a local disk,
@@ -11,8 +12,10 @@ HDFS or an object store.
 
 from __future__ import annotations
 
-from sqlflow.demo.scenario import READY_MARKER
 from sqlflow.errors import SqlflowError
+from sqlflow.runtime.delta.deltalog import describe
+
+READY_MARKER = "_SUCCESS"
 
 
 def table_location(spark, table: str) -> str:
@@ -21,8 +24,6 @@ def table_location(spark, table: str) -> str:
     `DESCRIBE DETAIL` reports the same path but first computes the table's size from its
     Delta snapshot, a 50-task job that costs seconds on two cores.
     """
-    from sqlflow.runtime.delta.deltalog import describe
-
     location = describe(spark, table).location
     if location:
         return location

@@ -1,0 +1,107 @@
+"""The one place that picks a runtime for a plan's kind (docs/design.md, "Runtime").
+
+| plan                               | batch                      | stream                        |
+|------------------------------------|----------------------------|-------------------------------|
+| `BatchPlan`                        | `batch.run_batch`          | (none: runs its batch plan)   |
+| `StreamPlan`, strategy incremental | -                          | `incremental.stream`          |
+| `StreamPlan`, strategy stateful    | -                          | `stateful.stream`             |
+| `RoutedPlan`                       | `routed.routing` (batch)   | `routed.routing` (stream)     |
+
+Run, verify, refresh and repair all come here; no other module asks which kind a plan is.
+"""
+
+from __future__ import annotations
+
+import time
+from datetime import date
+from typing import Any, Callable, Iterator, Sequence
+
+from pyspark.sql import SparkSession
+from pyspark.sql.streaming import StreamingQuery
+
+from sqlflow.planning.plan import BatchPlan, Plan, RoutedPlan, StreamPlan
+from sqlflow.runtime import batch, repair as repairs
+from sqlflow.runtime.incremental import stream as incremental
+from sqlflow.runtime.query import AVAILABLE_NOW
+from sqlflow.runtime.results import DateRange, RunResult, StreamResult
+from sqlflow.runtime.routed import routing
+from sqlflow.runtime.stateful import stream as stateful
+
+StreamingPlan = StreamPlan | RoutedPlan
+
+
+def is_stream(plan: Plan) -> bool:
+    """The plan runs as a stream query (a `StreamPlan` or a routed group's stream plan)."""
+    return plan.kind == "routed" and plan.mode == "stream" or plan.kind == "stream"
+
+
+def run_batch(ctx: Any, plan: BatchPlan | RoutedPlan, *, start: date | None = None,
+              end: date | None = None) -> Iterator[RunResult]:
+    """Backfill one plan: one `RunResult` for a model, one per target for a routed group."""
+    if isinstance(plan, RoutedPlan):
+        yield from routing.run_routed_batch(ctx, plan, start=start, end=end)
+    else:
+        yield batch.run_batch(ctx, plan, start=start, end=end)
+
+
+def run_models(ctx: Any, plans: Sequence[BatchPlan | RoutedPlan], *, start: date | None = None,
+               end: date | None = None) -> Iterator[RunResult]:
+    """Run `plans` in order (compile_project's order: inputs first), yielding each result.
+
+    Stops at the first model that fails: later models read its table, so running them would
+    build on stale or missing rows. The SqlflowError raised names the model and why.
+    """
+    DateRange.of(start, end)  # refuse a bad range before any model runs
+    for plan in plans:
+        yield from run_batch(ctx, plan, start=start, end=end)
+
+
+def check_stream(spark: SparkSession, plan: StreamingPlan) -> None:
+    """Refuse what the plan's stream runtime cannot run, before anything starts."""
+    if isinstance(plan, RoutedPlan):
+        routing.check_stream_plan(spark, plan)
+    elif plan.strategy == "stateful":
+        stateful.check(spark, plan)
+    else:
+        incremental.check_plan(spark, plan)
+
+
+def start_stream(ctx: Any, plan: StreamingPlan, *, trigger: str = AVAILABLE_NOW,
+                 on_batch: Callable[[Any], None] | None = None,
+                 after_sink: Callable[[int], None] | None = None,
+                 after_state: Callable[[int], None] | None = None) -> tuple[StreamingQuery, Any]:
+    """Start the plan's one query; returns `(query, batch function)`."""
+    if isinstance(plan, RoutedPlan):
+        return routing.start(ctx, plan, trigger=trigger, on_batch=on_batch)
+    if plan.strategy == "stateful":
+        return stateful.start(ctx, plan, trigger=trigger, on_batch=on_batch, after_sink=after_sink)
+    return incremental.start(ctx, plan, trigger=trigger, on_batch=on_batch, after_sink=after_sink,
+                             after_state=after_state)
+
+
+def run_stream(ctx: Any, plan: StreamingPlan, *, trigger: str = AVAILABLE_NOW,
+               on_batch: Callable[[Any], None] | None = None,
+               after_sink: Callable[[int], None] | None = None,
+               after_state: Callable[[int], None] | None = None,
+               end_of_input: bool = True) -> StreamResult:
+    """Run the plan's query until it stops (available-now: when every input row is
+    processed; an interval: until interrupted). `end_of_input` (routed groups): no more input
+    follows this run, so it commits its last open hours."""
+    if isinstance(plan, RoutedPlan):
+        began = time.monotonic()
+        reports = routing.run_routed_stream(ctx, plan, trigger=trigger, on_batch=on_batch,
+                                            end_of_input=end_of_input)
+        return StreamResult(plan.model, tuple(reports), time.monotonic() - began)
+    if plan.strategy == "stateful":
+        return stateful.run_stateful(ctx, plan, trigger=trigger, on_batch=on_batch,
+                                     after_sink=after_sink)
+    return incremental.run_stream(ctx, plan, trigger=trigger, on_batch=on_batch,
+                                  after_sink=after_sink, after_state=after_state)
+
+
+def repair(ctx: Any, plans: Sequence[BatchPlan | RoutedPlan], *,
+           on_run: Callable[[RunResult], None] | None = None) -> list[repairs.RepairResult]:
+    """Repair `plans` in compile order (inputs first: a repaired input feeds its readers)."""
+    return [repairs.repair_routed(ctx, p, on_run=on_run) if isinstance(p, RoutedPlan) else
+            repairs.repair_model(ctx, p, on_run=on_run) for p in plans
+            if isinstance(p, RoutedPlan) or p.sink.write != "view"]

@@ -1,0 +1,69 @@
+"""Reading a backfill's inputs and writing its quarantine: what the batch runtime and a routed
+group's backfill share (`sqlflow.runtime.batch`, `sqlflow.runtime.routed.routing`)."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.types import DateType, StringType, TimestampNTZType, TimestampType
+
+from sqlflow.errors import SqlflowError
+from sqlflow.planning.plan import Sink
+from sqlflow.runtime import quarantine as Q
+from sqlflow.runtime.delta.sinks import WriteResult, quote, write
+from sqlflow.runtime.results import DateRange, QuarantineCount
+
+
+def read(spark: SparkSession, relation: str, version: int | None) -> DataFrame:
+    """The table at `version` (one snapshot for the whole run), or as it is when not Delta."""
+    if version is None:
+        return spark.table(relation)
+    return spark.sql(f"SELECT * FROM {quote(relation)} VERSION AS OF {version}")
+
+
+def write_quarantine(spark: SparkSession, plan: Any, parts: list[DataFrame],
+                     dates: DateRange | None) -> WriteResult:
+    """Replace this run's quarantine rows: the whole table, or the range's `dt` partitions."""
+    rows = parts[0]
+    for part in parts[1:]:
+        rows = rows.unionByName(part)
+    if dates is None:
+        return write(spark, Sink(plan.quarantine, "replace", Q.PARTITION_BY), rows)
+    where = string_range("dt", dates)
+    sink = Sink(plan.quarantine, "overwrite_partitions", Q.PARTITION_BY)
+    return write(spark, sink, rows.where(F.expr(where)), replace_where=where)
+
+
+def count_quarantine(spark: SparkSession, table: str,
+                     dates: DateRange | None) -> tuple[QuarantineCount, ...]:
+    """Quarantined rows per input and reason (in the range's partitions)."""
+    where = f"WHERE {string_range('dt', dates)}" if dates else ""
+    found = spark.sql(f"SELECT input, reason, count(*) AS n FROM {quote(table)} {where} "
+                      "GROUP BY input, reason ORDER BY input, reason").collect()
+    return tuple(QuarantineCount(r["input"], r["reason"], r["n"]) for r in found)
+
+
+def range_predicate(rows: DataFrame, column: str, dates: DateRange, *, model: str) -> str:
+    """SQL selecting `dates` on the output's partition column, by its type: a 'YYYY-MM-DD'
+    string, a DATE, or a TIMESTAMP (whole days, session time zone)."""
+    field = next((f for f in rows.schema.fields if f.name.lower() == column.lower()), None)
+    kind = field.dataType if field else None
+    if isinstance(kind, StringType):
+        return string_range(column, dates)
+    if isinstance(kind, DateType):
+        return f"`{column}` >= DATE'{dates.start}' AND `{column}` <= DATE'{dates.end}'"
+    if isinstance(kind, (TimestampType, TimestampNTZType)):
+        return (f"`{column}` >= TIMESTAMP'{dates.start}' AND "
+                f"`{column}` < TIMESTAMP'{dates.end + timedelta(days=1)}'")
+    raise SqlflowError(
+        f"model `{model}`: --start/--end select dates of its first partition column `{column}`, "
+        f"which is {kind.simpleString() if kind else 'missing'}",
+        hint="partition by a date first (e.g. `to_date(event_ts) AS dt`), or run without a range")
+
+
+def string_range(column: str, dates: DateRange) -> str:
+    """`column` between the range's first and last day, as 'YYYY-MM-DD' strings."""
+    return f"`{column}` >= '{dates.start}' AND `{column}` <= '{dates.end}'"

@@ -1,0 +1,93 @@
+"""`sqlflow run --mode stream`: run many models' plans together (docs/design.md, "Runtime").
+
+`available-now`: one model after the other, each until its inputs are processed. An interval
+(or None: each model's configured trigger): models without a stream plan run their batch plan
+once, then every stream query runs at once until one fails or the user interrupts (Ctrl-C
+stops them all; the checkpoints resume). `full_refresh` first removes every stream plan's
+tables and checkpoint (`sqlflow.runtime.refresh`).
+
+Nothing here prints: progress goes to `on_event` as values (a `Refreshed`, a micro-batch
+report, a `RunResult`) and each model's summary row is appended to `rows`, which the caller
+renders even when the run fails (`sqlflow.report.summary`).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
+
+from sqlflow.planning.plan import Plan
+from sqlflow.runtime import dispatch
+from sqlflow.runtime.batchfn import query_failed
+from sqlflow.runtime.query import AVAILABLE_NOW, rebuild_command, wait
+from sqlflow.runtime.refresh import full_refresh as refresh_plan
+from sqlflow.runtime.results import StreamRow
+
+
+@dataclass(frozen=True)
+class Refreshed:
+    """`--full-refresh` removed these tables and folders of a model before its run."""
+
+    model: str
+    removed: tuple[str, ...]
+
+
+def run_streams(ctx: Any, plans: Sequence[Plan], *, trigger: str | None,
+                on_event: Callable[[Any], None], rows: list[StreamRow],
+                full_refresh: bool = False) -> list[StreamRow]:
+    """Run `plans` (compile order); see the module docstring. Returns `rows`."""
+    if full_refresh:
+        for plan in plans:
+            if dispatch.is_stream(plan):
+                on_event(Refreshed(plan.model, tuple(refresh_plan(ctx.spark, ctx.project_dir, plan))))
+
+    def batch(plan: Any) -> None:
+        for r in dispatch.run_batch(ctx, plan):
+            on_event(r)
+            rows.append(StreamRow(r.model, "batch", 0, r.sink.rows,
+                                  sum(q.rows for q in r.quarantined), r.seconds, 0))
+
+    def add(model: str, reports: Sequence[Any], seconds: float) -> None:
+        rows.append(StreamRow(model, "stream", sum(b.kind == "batch" for b in reports),
+                              sum(b.rows_out for b in reports), sum(b.quarantined for b in reports),
+                              seconds, len({p for b in reports for p, _ in getattr(b, "dirty", ())})))
+
+    if trigger == AVAILABLE_NOW:
+        for plan in plans:
+            if dispatch.is_stream(plan):
+                res = dispatch.run_stream(ctx, plan, trigger=AVAILABLE_NOW, on_batch=on_event)
+                add(plan.model, res.batches, res.seconds)
+            else:
+                batch(plan)
+        return rows
+    for plan in plans:
+        if not dispatch.is_stream(plan):
+            batch(plan)
+    _run_together(ctx, [p for p in plans if dispatch.is_stream(p)], trigger, on_event, add)
+    return rows
+
+
+def _run_together(ctx: Any, plans: list[Any], trigger: str | None,
+                  on_event: Callable[[Any], None], add: Callable[..., None]) -> None:
+    began = time.monotonic()
+    started = []
+    try:
+        for plan in plans:
+            started.append((plan, *dispatch.start_stream(ctx, plan, trigger=trigger or plan.trigger,
+                                                         on_batch=on_event)))
+        wait([(q, f) for _, q, f in started])
+        for plan, _, fn in started:  # a model configured `available-now` ends with its flush
+            if (trigger or plan.trigger) == AVAILABLE_NOW:
+                fn.flush()
+    except KeyboardInterrupt:
+        pass
+    except Exception as exc:
+        plan, _, fn = next(((p, q, f) for p, q, f in started if f.error), (plans[0], None, None))
+        raise query_failed(f"model `{plan.model}`", plan.path, fn.error if fn else None, exc,
+                           rebuild=rebuild_command(plan)) from exc
+    finally:
+        for _, query, _ in started:
+            query.stop()
+        for plan, _, fn in started:
+            add(plan.model, fn.reports, time.monotonic() - began)
