@@ -13,8 +13,9 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from sqlflow.analysis.analyze import analyze
-from sqlflow.analysis.checks import check
-from sqlflow.project.config import column_list, micros
+from sqlflow.analysis.stream_safety import check
+from sqlflow.project.config import column_list
+from sqlflow.project.eventtime import EventTime
 from sqlflow.errors import Diagnostic, SqlflowError
 from sqlflow.analysis.ir import InputRel, ModelIR
 from sqlflow.planning.plan import COMMIT_LOG, Mode, Plan
@@ -108,10 +109,7 @@ def _inputs(project: Project, models: dict[str, RenderedModel], irs: dict[str, M
                 relation=relation, name=inp.key, kind="source",
                 streaming=streamable and streaming_model and mode == "stream",
                 streamable=streamable and streaming_model,
-                event_time=table.event_time if table else None,
-                ingest_time=table.ingest_time if table else None,
-                allowed_lateness_us=micros(table.allowed_lateness) if table else 0,
-                future_tolerance_us=micros(table.future_tolerance) if table else 0,
+                time=table.time if table else EventTime(),
                 partition_by=(table.partition_column,) if table and table.partition_column else (),
                 columns=tuple(c.name for c in table.columns) if table else (),
                 ready_marker=table.ready_marker if table else None)
@@ -119,31 +117,23 @@ def _inputs(project: Project, models: dict[str, RenderedModel], irs: dict[str, M
             upstream = models.get(inp.name)
             ir = irs.get(inp.name)
             up_stream = bool(upstream and streams_in_stream_mode(upstream.config))
-            lateness = _upstream_lateness(ir)
             out[relation] = InputRel(
                 relation=relation, name=inp.name, kind="model",
                 streaming=up_stream and streaming_model and mode == "stream",
                 streamable=up_stream and streaming_model,
-                event_time=(upstream.config.event_time if upstream else None)
-                or (ir.event_time if ir else None),
-                ingest_time=lateness[0], allowed_lateness_us=lateness[1],
-                future_tolerance_us=lateness[2],
+                time=dataclasses.replace(
+                    _upstream_time(ir), event_time=(upstream.config.event_time if upstream else None)
+                    or (ir.event_time if ir else None)),
                 partition_by=column_list(upstream.config.partition_by) if upstream else (),
                 columns=tuple(o.name for o in ir.outputs) if ir and ir.outputs_complete else ())
     # dim_join reads READY from the commit log (DESIGN 2.3): a static input, pinned per run
-    out[COMMIT_LOG] = InputRel(COMMIT_LOG, COMMIT_LOG, "source", False, None)
+    out[COMMIT_LOG] = InputRel(COMMIT_LOG, COMMIT_LOG, "source", False)
     return out
 
 
-def _upstream_lateness(ir: ModelIR | None) -> tuple[str | None, int, int]:
+def _upstream_time(ir: ModelIR | None) -> EventTime:
     """A model's output keeps the lateness of its stream inputs (the largest of them)."""
-    if ir is None:
-        return None, 0, 0
-    streams = [r.input for r in ir.reads if r.input.is_stream]
-    if not streams:
-        return None, 0, 0
-    return (streams[0].ingest_time, max(s.allowed_lateness_us for s in streams),
-            max(s.future_tolerance_us for s in streams))
+    return EventTime.widest(r.input.time for r in ir.reads if r.input.is_stream) if ir else EventTime()
 
 
 def write_artifacts(result: CompileResult, project_dir: Path) -> list[Path]:

@@ -13,18 +13,19 @@ from hypothesis import strategies as st
 
 from sqlflow.analysis.analyze import analyze
 from sqlflow.analysis.ir import InputRel, JoinIR, ModelIR
+from sqlflow.project.eventtime import EventTime
 
 MIN = 60_000_000
 SEC = 1_000_000
 
 INPUTS = {
-    "ods.imp": InputRel("ods.imp", "ods.imp", "source", True, "imp_ts", "ingest_ts", 5 * MIN,
+    "ods.imp": InputRel("ods.imp", "ods.imp", "source", True, EventTime("imp_ts", "ingest_ts", 5 * MIN),
                         partition_by=("dt", "hour")),
-    "ods.clk": InputRel("ods.clk", "ods.clk", "source", True, "click_ts", "ingest_ts"),
-    "ods.raw": InputRel("ods.raw", "ods.raw", "source", True, None),
-    "dw.dim_ad": InputRel("dw.dim_ad", "dim_ad", "model", False, None, partition_by=("dt",)),
-    "dw.dim_user": InputRel("dw.dim_user", "dim_user", "model", False, None),
-    "dw.stg_conv": InputRel("dw.stg_conv", "stg_conv", "model", True, "conv_ts"),
+    "ods.clk": InputRel("ods.clk", "ods.clk", "source", True, EventTime("click_ts", "ingest_ts")),
+    "ods.raw": InputRel("ods.raw", "ods.raw", "source", True),
+    "dw.dim_ad": InputRel("dw.dim_ad", "dim_ad", "model", False, partition_by=("dt",)),
+    "dw.dim_user": InputRel("dw.dim_user", "dim_user", "model", False),
+    "dw.stg_conv": InputRel("dw.stg_conv", "stg_conv", "model", True, EventTime("conv_ts")),
 }
 
 

@@ -6,7 +6,7 @@ import dataclasses
 
 import pytest
 
-from sqlflow.analysis.checks import check
+from sqlflow.analysis.stream_safety import check
 from sqlflow.errors import DiagnosticSink, Location, SqlflowError
 
 from .test_analyze import INPUTS, ir_of

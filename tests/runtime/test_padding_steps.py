@@ -4,14 +4,15 @@ step's frontiers become cutoffs, to the microsecond, and when flush and idle ste
 from __future__ import annotations
 
 from sqlflow.planning.plan import PruneRange, SourceBinding
+from sqlflow.project.eventtime import EventTime
 from sqlflow.runtime.incremental import padding
 
 MIN = 60_000_000
-IMPS = SourceBinding("ods.imps", "ods.imps", "stream", event_time="imp_ts", ingest_time="ingest_ts",
-                     allowed_lateness_us=10 * MIN, pending_view="p_imps", old_view="o_imps",
+IMPS = SourceBinding("ods.imps", "ods.imps", "stream", time=EventTime("imp_ts", "ingest_ts", 10 * MIN),
+                     pending_view="p_imps", old_view="o_imps",
                      view="d_imps", prune=(PruneRange("imp_ts", "ods.clicks", "click_ts", -20 * MIN, 0),))
-CLICKS = SourceBinding("ods.clicks", "ods.clicks", "stream", event_time="click_ts",
-                       ingest_time="ingest_ts", allowed_lateness_us=5 * MIN, old_view="o_clicks",
+CLICKS = SourceBinding("ods.clicks", "ods.clicks", "stream", time=EventTime("click_ts", "ingest_ts", 5 * MIN),
+                       old_view="o_clicks",
                        view="d_clicks",
                        prune=(PruneRange("click_ts", "ods.imps", "imp_ts", 0, 20 * MIN),))
 LEFT = padding.Side(IMPS, CLICKS, "SELECT 1", upper_us=20 * MIN, lower_us=0)

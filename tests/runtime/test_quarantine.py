@@ -3,6 +3,7 @@ malformed times, the raw payload, and agreement with a plain-Python reference.""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from datetime import datetime, timedelta, timezone
 
@@ -12,6 +13,7 @@ from pyspark.sql.types import LongType, StringType, StructField, StructType, Tim
 
 from sqlflow.errors import SqlflowError
 from sqlflow.planning.plan import SourceBinding
+from sqlflow.project.eventtime import EventTime
 from sqlflow.runtime.quarantine import COLUMNS, REASONS, split
 
 pytestmark = pytest.mark.spark
@@ -22,8 +24,7 @@ LATENESS, TOLERANCE = timedelta(minutes=10), timedelta(minutes=5)
 INGEST = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
 BINDING = SourceBinding(
     relation="ods.events", input="ods.events", read="static", view="__sqlflow_clean__ods__events",
-    event_time="event_ts", ingest_time="ingest_ts",
-    allowed_lateness_us=LATENESS // US, future_tolerance_us=TOLERANCE // US)
+    time=EventTime("event_ts", "ingest_ts", LATENESS // US, TOLERANCE // US))
 SCHEMA = StructType([StructField("id", LongType()), StructField("event_ts", TimestampType()),
                      StructField("ingest_ts", TimestampType())])
 
@@ -70,7 +71,8 @@ def test_lateness_and_tolerance_boundaries_to_the_microsecond(spark):
 
 
 def test_zero_lateness_quarantines_anything_before_ingest(spark):
-    strict = SourceBinding(**{**BINDING.__dict__, "allowed_lateness_us": 0, "future_tolerance_us": 0})
+    strict = dataclasses.replace(BINDING, time=dataclasses.replace(BINDING.time, allowed_lateness_us=0,
+                                                                   future_tolerance_us=0))
     rows = [(1, INGEST, INGEST), (2, INGEST - US, INGEST), (3, INGEST + US, INGEST)]
     assert reasons(spark, rows, strict) == {1: None, 2: "late", 3: "future"}
 

@@ -3,7 +3,7 @@ dedups, determinism, whole-input clauses, output columns and event time).
 
 The passes live in `sqlflow.analysis`, one concern each; this module parses once, builds the
 scope facts once, runs every pass over every scope and assembles the IR. It never decides
-what is an error: `sqlflow.analysis.checks.check` does, from the IR, per mode.
+what is an error: `sqlflow.analysis.stream_safety.check` does, from the IR, per mode.
 
 Decisions where DESIGN 2.2/2.8 is silent (for docs/semantics.md):
 - An interval join needs its equality key and its time range between the same pair: the right
@@ -29,7 +29,8 @@ Decisions where DESIGN 2.2/2.8 is silent (for docs/semantics.md):
   says so.
 
     >>> from sqlflow.analysis.ir import InputRel
-    >>> ins = {"ods.imp": InputRel("ods.imp", "ods.imp", "source", True, "imp_ts")}
+    >>> from sqlflow.project.eventtime import EventTime
+    >>> ins = {"ods.imp": InputRel("ods.imp", "ods.imp", "source", True, EventTime("imp_ts"))}
     >>> ir = analyze("SELECT i.imp_ts AS ts, i.ad FROM ods.imp i", model="m",
     ...              path="models/m.sql", inputs=ins, mode="stream")
     >>> ir.event_time, ir.streaming, [r.alias for r in ir.reads]

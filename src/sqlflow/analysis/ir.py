@@ -16,6 +16,7 @@ from typing import Any, Literal
 from sqlglot import exp
 
 from sqlflow.errors import Location
+from sqlflow.project.eventtime import EventTime
 
 Mode = Literal["stream", "batch"]
 
@@ -41,14 +42,27 @@ class InputRel:
     name: str
     kind: Literal["source", "model"]
     streaming: bool
-    event_time: str | None
-    ingest_time: str | None = None
-    allowed_lateness_us: int = 0
-    future_tolerance_us: int = 0
+    time: EventTime = EventTime()
     partition_by: tuple[str, ...] = ()
     streamable: bool | None = None
     columns: tuple[str, ...] = ()
     ready_marker: str | None = None
+
+    @property
+    def event_time(self) -> str | None:
+        return self.time.event_time
+
+    @property
+    def ingest_time(self) -> str | None:
+        return self.time.ingest_time
+
+    @property
+    def allowed_lateness_us(self) -> int:
+        return self.time.allowed_lateness_us
+
+    @property
+    def future_tolerance_us(self) -> int:
+        return self.time.future_tolerance_us
 
     @property
     def is_stream(self) -> bool:

@@ -23,6 +23,7 @@ from sqlglot import exp
 
 from sqlflow.dialect import DIALECT
 from sqlflow.analysis.ir import InputRel, JoinIR, ModelIR
+from sqlflow.project.eventtime import EventTime
 from sqlflow.rendering.sourcemap import SourceMap
 
 Mode = Literal["stream", "batch"]
@@ -77,13 +78,26 @@ class SourceBinding:
     view: str | None = None  # temp view the plan's SQL reads instead of `relation`
     old_view: str | None = None  # incremental join: this input's older rows
     pending_view: str | None = None  # incremental outer join: this side's closed, unmatched rows
-    event_time: str | None = None
-    ingest_time: str | None = None
-    allowed_lateness_us: int = 0
-    future_tolerance_us: int = 0
+    time: EventTime = EventTime()  # the input's event-time block, as its source declares it
     watermark: Watermark | None = None
     prune: tuple[PruneRange, ...] = ()
     max_files_per_trigger: int | None = None
+
+    @property
+    def event_time(self) -> str | None:
+        return self.time.event_time
+
+    @property
+    def ingest_time(self) -> str | None:
+        return self.time.ingest_time
+
+    @property
+    def allowed_lateness_us(self) -> int:
+        return self.time.allowed_lateness_us
+
+    @property
+    def future_tolerance_us(self) -> int:
+        return self.time.future_tolerance_us
 
 
 @dataclass(frozen=True)

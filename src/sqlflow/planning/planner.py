@@ -161,9 +161,7 @@ def _inputs(ir: ModelIR) -> list[InputRel]:
 
 
 def _base(i: InputRel, read: str) -> dict[str, Any]:
-    return dict(relation=i.relation, input=i.name, read=read, kind=i.kind, event_time=i.event_time,
-                ingest_time=i.ingest_time, allowed_lateness_us=i.allowed_lateness_us,
-                future_tolerance_us=i.future_tolerance_us)
+    return dict(relation=i.relation, input=i.name, read=read, kind=i.kind, time=i.time)
 
 
 def _static(i: InputRel) -> SourceBinding:

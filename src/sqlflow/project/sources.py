@@ -13,7 +13,8 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from sqlflow.project.config import SourceSemantics, semantics_keys
+from sqlflow.project.config import SourceSemantics, micros, semantics_keys
+from sqlflow.project.eventtime import EventTime
 from sqlflow.errors import DiagnosticSink, Location, SqlflowError, did_you_mean
 
 # --- YAML with line numbers ---------------------------------------------------------------------
@@ -108,6 +109,12 @@ class SourceTable(BaseModel):
     @property
     def key(self) -> str:
         return f"{self.source_name}.{self.name}"
+
+    @property
+    def time(self) -> EventTime:
+        """The table's event-time block, durations in microseconds."""
+        return EventTime(self.event_time, self.ingest_time, micros(self.allowed_lateness),
+                         micros(self.future_tolerance))
 
     @property
     def location(self) -> Location:

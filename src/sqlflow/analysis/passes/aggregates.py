@@ -5,9 +5,10 @@ an event-time window or an event-time partition; otherwise every group stays ope
 
     >>> from sqlflow.dialect import parse
     >>> from sqlflow.analysis.ir import InputRel
+    >>> from sqlflow.project.eventtime import EventTime
     >>> from sqlflow.analysis.passes.positions import Positions
     >>> from sqlflow.analysis.passes.scopes import ScopeFacts
-    >>> ins = {"ods.clk": InputRel("ods.clk", "ods.clk", "source", True, "click_ts")}
+    >>> ins = {"ods.clk": InputRel("ods.clk", "ods.clk", "source", True, EventTime("click_ts"))}
     >>> def agg(sql):
     ...     facts = ScopeFacts(parse(sql), ins)
     ...     a = aggregations(facts, facts.root_info, Positions(sql, "m.sql"))[0]

@@ -3,9 +3,10 @@ EXCEPT, and a subquery expression (`IN (SELECT ...)`, `EXISTS`, scalar) over a s
 
     >>> from sqlflow.dialect import parse
     >>> from sqlflow.analysis.ir import InputRel
+    >>> from sqlflow.project.eventtime import EventTime
     >>> from sqlflow.analysis.passes.positions import Positions
     >>> from sqlflow.analysis.passes.scopes import ScopeFacts
-    >>> ins = {"ods.c": InputRel("ods.c", "ods.c", "source", True, "ts")}
+    >>> ins = {"ods.c": InputRel("ods.c", "ods.c", "source", True, EventTime("ts"))}
     >>> sql = "SELECT * FROM ods.c ORDER BY ts LIMIT 10"
     >>> facts = ScopeFacts(parse(sql), ins)
     >>> [(c.clause, str(c.location)) for c in clauses(facts, facts.root_info, Positions(sql, "m.sql"))]

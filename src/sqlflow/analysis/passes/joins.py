@@ -7,10 +7,11 @@ both sides. Whoever wrote it, a macro or a person, the same condition classifies
 
     >>> from sqlflow.dialect import parse
     >>> from sqlflow.analysis.ir import InputRel
+    >>> from sqlflow.project.eventtime import EventTime
     >>> from sqlflow.analysis.passes.positions import Positions
     >>> from sqlflow.analysis.passes.scopes import ScopeFacts
-    >>> ins = {"ods.imp": InputRel("ods.imp", "ods.imp", "source", True, "imp_ts"),
-    ...        "ods.clk": InputRel("ods.clk", "ods.clk", "source", True, "click_ts")}
+    >>> ins = {"ods.imp": InputRel("ods.imp", "ods.imp", "source", True, EventTime("imp_ts")),
+    ...        "ods.clk": InputRel("ods.clk", "ods.clk", "source", True, EventTime("click_ts"))}
     >>> def kind(on):
     ...     sql = f"SELECT * FROM ods.imp i JOIN ods.clk c ON {on}"
     ...     facts = ScopeFacts(parse(sql), ins)

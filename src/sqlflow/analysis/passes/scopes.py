@@ -6,7 +6,8 @@ subquery's output facts are known before the query that reads it:
 
     >>> from sqlflow.dialect import parse
     >>> from sqlflow.analysis.ir import InputRel
-    >>> imp = InputRel("ods.imp", "ods.imp", "source", True, "imp_ts")
+    >>> from sqlflow.project.eventtime import EventTime
+    >>> imp = InputRel("ods.imp", "ods.imp", "source", True, EventTime("imp_ts"))
     >>> sql = "WITH x AS (SELECT imp_ts AS ts, to_date(imp_ts) AS dt FROM ods.imp) SELECT * FROM x"
     >>> facts = ScopeFacts(parse(sql), {"ods.imp": imp})
     >>> root = facts.root_info
@@ -144,7 +145,7 @@ class ScopeFacts:
         relation = relation_name(table)
         rel = self.inputs.get(relation) or self.inputs.get(".".join(relation.split(".")[-2:]))
         if rel is None:
-            rel = InputRel(relation, relation, "source", False, None)
+            rel = InputRel(relation, relation, "source", False)
             self.unresolved.append((alias, scope, table, rel))
         else:
             self.reads.append((alias, scope, table, rel))

@@ -8,9 +8,10 @@ query reading the subquery, else the numbering is visible and needs the whole st
 
     >>> from sqlflow.dialect import parse
     >>> from sqlflow.analysis.ir import InputRel
+    >>> from sqlflow.project.eventtime import EventTime
     >>> from sqlflow.analysis.passes.positions import Positions
     >>> from sqlflow.analysis.passes.scopes import ScopeFacts
-    >>> ins = {"ods.c": InputRel("ods.c", "ods.c", "source", True, "ts")}
+    >>> ins = {"ods.c": InputRel("ods.c", "ods.c", "source", True, EventTime("ts"))}
     >>> def dedup(sql):
     ...     facts = ScopeFacts(parse(sql), ins)
     ...     pos = Positions(sql, "m.sql")

@@ -1,4 +1,4 @@
-"""`sqlflow` commands beyond demo/compile/run/dbt, one module each.
+"""Every `sqlflow` command, one module each.
 
 A module defines one click command (or group) named `command`, imports what it shares from
 `sqlflow.cli.support`, and imports Spark and the runtime inside the command, so `sqlflow --help`
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from importlib import import_module
 
-_MODULES: tuple[str, ...] = ("check", "compact", "diff", "lineage", "mark_ready", "repair",
-                            "status", "verify")
+_MODULES: tuple[str, ...] = ("demo", "compile", "run", "dbt", "check", "compact", "diff",
+                            "lineage", "mark_ready", "repair", "status", "verify")
 
 COMMANDS = [import_module(f"sqlflow.cli.commands.{name}").command for name in _MODULES]

@@ -8,7 +8,8 @@ the query does not produce (error), and a table that is neither a ref nor a sour
 
     >>> from sqlflow.analysis.analyze import analyze
     >>> from sqlflow.analysis.ir import InputRel
-    >>> ins = {"ods.c": InputRel("ods.c", "ods.c", "source", True, "ts")}
+    >>> from sqlflow.project.eventtime import EventTime
+    >>> ins = {"ods.c": InputRel("ods.c", "ods.c", "source", True, EventTime("ts"))}
     >>> sql = "SELECT k,\\n  rand() AS r\\nFROM ods.c"
     >>> for mode in ("stream", "batch"):
     ...     print(check(analyze(sql, model="x", path="models/x.sql", inputs=ins, mode=mode))[0].format())

@@ -1,0 +1,38 @@
+"""`sqlflow demo` and `sqlflow demo generate`: the README's main job and its data."""
+
+from __future__ import annotations
+
+import click
+
+from sqlflow.cli.support import console, context, error_handler
+
+
+@click.group("demo", invoke_without_command=True)
+@click.option("--rows", type=click.IntRange(min=100), default=None,
+              help="Impressions to generate (events scale with it). Default: a few-minute demo.")
+@click.option("--seed", type=int, default=None, help="Random seed; the same seed gives the same data.")
+@click.option("--days", type=click.IntRange(min=1, max=31), default=None, help="Days of data.")
+@click.pass_context
+@error_handler
+def demo(click_ctx: click.Context, rows: int | None, seed: int | None, days: int | None) -> None:
+    """Generate demo data and run the pipeline end to end (the README's main job)."""
+    if click_ctx.invoked_subcommand is not None:
+        return
+    from sqlflow.demo.run import run_demo
+
+    run_demo(context(), console, rows=rows, seed=seed, days=days)
+
+
+@demo.command("generate")
+@click.option("--rows", type=click.IntRange(min=100), default=None, help="Impressions to generate.")
+@click.option("--seed", type=int, default=None, help="Random seed; the same seed gives the same data.")
+@click.option("--days", type=click.IntRange(min=1, max=31), default=None, help="Days of data.")
+@error_handler
+def demo_generate(rows: int | None, seed: int | None, days: int | None) -> None:
+    """Write the demo's ODS and dimension Delta tables (deterministic for a seed)."""
+    from sqlflow.demo.run import generate_demo
+
+    generate_demo(context(), console, rows=rows, seed=seed, days=days)
+
+
+command = demo

@@ -1,0 +1,58 @@
+"""`sqlflow run`: run models in dependency order, as backfills or as stream queries."""
+
+from __future__ import annotations
+
+import click
+
+from sqlflow.cli.support import console, context, err_console, error_handler, parse_vars
+from sqlflow.errors import SqlflowError
+
+
+@click.command("run")
+@click.option("--mode", type=click.Choice(["batch", "stream"]), required=True,
+              help="batch: backfill with the batch plans; stream: one streaming query per "
+                   "streaming_table model (other models run their batch plan once).")
+@click.option("--trigger", default=None,
+              help="Stream mode: `available-now` (process what is there, then stop) or an "
+                   "interval like '10 seconds' (default: each model's configured trigger).")
+@click.option("--start", type=click.DateTime(formats=["%Y-%m-%d"]), default=None,
+              help="First date of the backfill range (inclusive), e.g. 2026-11-01.")
+@click.option("--end", type=click.DateTime(formats=["%Y-%m-%d"]), default=None,
+              help="Last date of the backfill range (inclusive).")
+@click.option("--select", "-s", "select", multiple=True,
+              help="Models to run: name, +name (with ancestors), name+ (with descendants), tag:x, path:dir.")
+@click.option("--vars", "vars_text", default=None, help="YAML mapping of vars, overriding dbt_project.yml.")
+@click.option("--full-refresh", is_flag=True,
+              help="Stream mode: drop each selected stream model's tables (sink, quarantine; a "
+                   "routed group: every target) and its checkpoint, and rebuild them from a new query.")
+@error_handler
+def run_cmd(mode: str, trigger: str | None, start, end, select: tuple[str, ...],
+            vars_text: str | None, full_refresh: bool) -> None:
+    """Run models in dependency order and print what each wrote and quarantined.
+
+    Batch: without --start/--end every partition the model computes is replaced; with them,
+    exactly the partitions of that date range. Stops at the first model that fails.
+    Stream: each streaming_table model runs its stream plan (one query, one checkpoint);
+    progress is printed per micro-batch. --full-refresh rebuilds the selected stream models
+    from a new query (their tables and checkpoints are removed first).
+    """
+    from sqlflow.workflows.run import plans_for_run, run_batch_plans, run_stream_plans
+
+    ctx = context()
+    first, last = (d.date() if d else None for d in (start, end))
+    if mode == "stream" and (first or last):
+        raise SqlflowError("--start/--end apply to --mode batch only",
+                           hint="a stream run processes whatever its inputs hold")
+    if mode == "batch" and trigger:
+        raise SqlflowError("--trigger applies to --mode stream only")
+    if mode == "batch" and full_refresh:
+        raise SqlflowError("--full-refresh applies to --mode stream only",
+                           hint="a batch run already replaces every partition it computes")
+    plans = plans_for_run(ctx, mode, err_console, select=select, vars=parse_vars(vars_text))
+    if mode == "stream":
+        run_stream_plans(ctx, plans, console, trigger=trigger, full_refresh=full_refresh)
+    else:
+        run_batch_plans(ctx, plans, console, start=first, end=last)
+
+
+command = run_cmd
