@@ -1,4 +1,4 @@
-"""Interval-join throughput and memory: sqlflow's plans against hand-written PySpark (DESIGN 2.9).
+"""Interval-join throughput and memory: sqlflow's plans against hand-written PySpark (docs/design.md §2.9).
 
     .venv/bin/python bench/interval_join.py [--rows 200000] [--batches 0] [--rounds 2] [--seed 42]
 
@@ -186,7 +186,7 @@ def hand_stateful(spark, table: str, files: int | None, checkpoint: Path, latene
     return len(query.recentProgress)
 
 
-DETECTED: dict[str, str] = {}  # sink table -> what the run itself reported as diverging (DESIGN 2.7)
+DETECTED: dict[str, str] = {}  # sink table -> what the run itself reported as diverging (docs/design.md §2.7)
 PHASES: dict[str, dict[str, float]] = {}  # sink table -> seconds per micro-batch phase, summed
 
 
@@ -210,7 +210,7 @@ def sqlflow_stream(ctx, plan, table: str, files: int | None, checkpoint: Path) -
     dirty = sorted({p for b in result.batches for p, _ in getattr(b, "dirty", ())})
     if dropped or dirty:
         DETECTED[table] = (f"the run itself counted {dropped:,} rows behind its watermark and marked "
-                           f"{len(dirty)} partition(s) dirty for `sqlflow repair` (DESIGN 2.7)")
+                           f"{len(dirty)} partition(s) dirty for `sqlflow repair` (docs/design.md §2.7)")
     return len(result.batches)
 
 

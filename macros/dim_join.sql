@@ -1,5 +1,5 @@
 {#--
-  dim_join: join a daily dimension with fallback to the newest READY partition (DESIGN 2.3).
+  dim_join: join a daily dimension with fallback to the newest READY partition (docs/design.md §2.3).
 
       select e.event_id, u.vip_level, u.dt as user_dt
       from {{ ref('stg_user_events') }} as e

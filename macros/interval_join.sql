@@ -1,5 +1,5 @@
 {#--
-  interval_join: an event-time interval join (DESIGN 2.2), inner, left outer or right outer.
+  interval_join: an event-time interval join (docs/design.md §2.2), inner, left outer or right outer.
 
       select i.req_id, i.imp_ts, c.click_ts
       from {{ source('ods', 'ods_ad_impressions') }} as i
@@ -63,7 +63,7 @@
 
 
 {% macro interval_join_type(join_type) -%}
-  {#-- Full outer is left out on purpose: DESIGN 2.2 defines inner, left and right. --#}
+  {#-- Full outer is left out on purpose: docs/design.md §2.2 defines inner, left and right. --#}
   {%- set valid = ['inner', 'left', 'right'] -%}
   {%- if join_type is not defined or join_type is not string or join_type | lower not in valid -%}
     {% do exceptions.raise_compiler_error(
@@ -76,7 +76,7 @@
 
 {% macro interval_join_keys(keys) -%}
   {#-- Returns [[left_col, right_col], ...]. At least one key is required: a join of two
-       streams without an equality key keeps unbounded state (DESIGN 2.2). --#}
+       streams without an equality key keeps unbounded state (docs/design.md §2.2). --#}
   {%- set example = "keys=['req_id'] or keys=[['left_col', 'right_col']]" -%}
   {%- set items = [keys] if keys is string else keys -%}
   {%- if items is not defined or items is none or items is string or items is mapping

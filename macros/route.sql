@@ -1,5 +1,5 @@
 {#-
-  Multi-level partition routing (DESIGN 2.4). See docs/macros.md.
+  Multi-level partition routing (docs/design.md §2.4). See docs/macros.md.
 
   route_levels(event_time, tags): the partition level columns of a routed table:
     dt    'yyyy-MM-dd' of the event time (session time zone, UTC in the demo)

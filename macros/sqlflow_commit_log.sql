@@ -1,6 +1,6 @@
 {#--
   sqlflow_commit_log: a post-hook that appends `write` rows to the commit log
-  (`sqlflow.commit_log`, DESIGN 2.5) after `dbt run` builds a model, so schedulers, `sqlflow
+  (`sqlflow.commit_log`, docs/design.md §2.5) after `dbt run` builds a model, so schedulers, `sqlflow
   status` and dimension readiness see dbt writes like sqlflow's own:
 
       models:

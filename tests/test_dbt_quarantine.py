@@ -7,7 +7,7 @@ time (kept: nothing says when it arrived). sqlflow's batch runtime and real dbt 
 two schemas; the model table and its quarantine table must be equal, every column.
 
 A second model of the same project and run, `d`, joins visits with a daily dimension through
-an inner `dim_join` (max_fallback 1; DESIGN 2.3): days with no ready dimension partition in
+an inner `dim_join` (max_fallback 1; docs/design.md §2.3): days with no ready dimension partition in
 range go to `d__quarantine` as `dim_missing` under dbt as under sqlflow. One partition is
 ready by the commit log, one by a `_SUCCESS` marker (which sqlflow's run records in the log
 before dbt runs), one is written but not ready.

@@ -1,6 +1,6 @@
 {#--
   `streaming_table`: sqlflow's event-time, append-only, partitioned model kind, as `dbt run`
-  builds it. It is the batch backfill of DESIGN section 1: a partitioned Delta table whose
+  builds it. It is the batch backfill of docs/design.md §1: a partitioned Delta table whose
   later runs overwrite only the partitions the model's query produces (dynamic partition
   overwrite), so re-running a model for a day replaces that day and nothing else, and never
   duplicates rows. `--full-refresh` replaces the whole table.

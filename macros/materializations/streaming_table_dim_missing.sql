@@ -1,5 +1,5 @@
 {#--
-  `dim_missing` under `dbt run` (DESIGN 2.3), the same rows as `sqlflow run --mode batch`
+  `dim_missing` under `dbt run` (docs/design.md §2.3), the same rows as `sqlflow run --mode batch`
   (src/sqlflow/dimplan.py `missing_sql`, src/sqlflow/runtime/snapshot.py `missing_rows`).
 
   In a `streaming_table` model run by `dbt run`/`build`/`retry`, every `dim_join` reads READY

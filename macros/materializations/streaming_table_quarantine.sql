@@ -1,5 +1,5 @@
 {#--
-  Quarantine under `dbt run` (DESIGN 2.1), the same rule and the same table as
+  Quarantine under `dbt run` (docs/design.md §2.1), the same rule and the same table as
   `sqlflow run --mode batch` (src/sqlflow/runtime/quarantine.py):
 
   | reason            | when (first match wins)                                        |

@@ -2,7 +2,7 @@
   CTR training samples: every impression, labelled 1 when its ad was clicked within 20 minutes
   of being shown (both ends inclusive), else 0. A label-0 row is final only once no click can
   still arrive for it (20 minutes plus the clicks' allowed lateness after the impression); the
-  stream emits it then (DESIGN 2.9, outer joins).
+  stream emits it then (docs/design.md §2.9, outer joins).
 
   Rows are a multiset, like the input: an impression matched by two click records is two rows
   with label 1, and a duplicated impression stays duplicated. Nothing is deduplicated here, so

@@ -1,5 +1,5 @@
 {#-
-  User events widened with the daily user and ad dimensions (DESIGN 2.3). Each event joins
+  User events widened with the daily user and ad dimensions (docs/design.md §2.3). Each event joins
   the newest READY partition of each dimension within one day before its event date
   (`max_fallback=1`): the demo's newest dim_user day is missing and its newest dim_ad day is
   written but not ready, so events of that day use the day before, and say so in `user_dt`

@@ -1,5 +1,5 @@
 -- Ad impressions as landed, with the columns' types fixed. Late, future and malformed rows
--- go to the model's quarantine table (DESIGN 2.1); every other row is kept.
+-- go to the model's quarantine table (docs/design.md §2.1); every other row is kept.
 {{ config(materialized='streaming_table', file_format='delta', partition_by=['dt', 'hour']) }}
 
 select

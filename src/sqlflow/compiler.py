@@ -87,7 +87,7 @@ def compile_project(project_dir: Path, *, mode: Mode, select: Sequence[str] | No
         raise SqlflowError(diagnostics=parse_errors)
     from sqlflow.planning.fusion import fuse_routes
 
-    fuse_routes(result)  # routed siblings -> one RoutedPlan with one read (DESIGN 3)
+    fuse_routes(result)  # routed siblings -> one RoutedPlan with one read (docs/design.md §3)
     return result
 
 
@@ -126,7 +126,7 @@ def _inputs(project: Project, models: dict[str, RenderedModel], irs: dict[str, M
                     or (ir.event_time if ir else None)),
                 partition_by=column_list(upstream.config.partition_by) if upstream else (),
                 columns=tuple(o.name for o in ir.outputs) if ir and ir.outputs_complete else ())
-    # dim_join reads READY from the commit log (DESIGN 2.3): a static input, pinned per run
+    # dim_join reads READY from the commit log (docs/design.md §2.3): a static input, pinned per run
     out[COMMIT_LOG] = InputRel(COMMIT_LOG, COMMIT_LOG, "source", False)
     return out
 

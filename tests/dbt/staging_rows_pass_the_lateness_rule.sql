@@ -1,6 +1,6 @@
 {#-
   dbt data test (run by `dbt build` / `dbt test`): no staging row breaks its source's
-  lateness rule (DESIGN 2.1); such rows belong in `<model>__quarantine`. The rule's numbers
+  lateness rule (docs/design.md §2.1); such rows belong in `<model>__quarantine`. The rule's numbers
   come from the sources' `meta.sqlflow` (models/sources.yml). Returns the offending rows.
 -#}
 -- depends_on: {{ ref('stg_ad_impressions') }}, {{ ref('stg_ad_clicks') }}, {{ ref('stg_user_events') }}

@@ -96,7 +96,7 @@ def random_rows(seed: int = 11, n: int = 60):
     return imps, clicks
 
 
-# --- the reference: DESIGN 2.1 and 2.2 in plain Python ------------------------------------------
+# --- the reference: docs/design.md §2.1 and §2.2 in plain Python ------------------------------------------
 
 def reason(event, ingest):
     if event is None:

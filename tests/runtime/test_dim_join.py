@@ -1,4 +1,4 @@
-"""Dimension joins with fallback partitions (DESIGN 2.3) on real Spark and Delta: the chosen
+"""Dimension joins with fallback partitions (docs/design.md §2.3) on real Spark and Delta: the chosen
 partition at exactly `max_fallback` days and one beyond, readiness from the commit log, from
 `sqlflow mark-ready` and from `_SUCCESS` markers, provisional stream partitions and their
 repair, a dimension rewritten while a stream runs, and the demo model streamed against its

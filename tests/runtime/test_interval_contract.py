@@ -1,4 +1,4 @@
-"""The interval-join contract (DESIGN 2.1, 2.2), differentially: small random inputs (few keys and
+"""The interval-join contract (docs/design.md §2.1, §2.2), differentially: small random inputs (few keys and
 NULL keys, event times on and one µs beside the bounds, duplicates, late and future rows by the
 lateness rule, NULL event times) are run through the batch plan and, by `sqlflow.workflows.verify.run`, through
 the stream plan in random orders and splits; both must equal a plain-Python reference of the
@@ -62,7 +62,7 @@ MODELS = {f"{how}_{strategy}.sql": model_sql(how, strategy) for how in JOINS for
 MODELS["plain.sql"] = "{{ config(materialized='table') }}\nSELECT * FROM {{ source('ods', 'imps') }}\n"
 
 
-# --- the reference: DESIGN 2.1 and 2.2 in plain Python --------------------------------------------
+# --- the reference: docs/design.md §2.1 and §2.2 in plain Python --------------------------------------------
 
 def reason(event: int | None, ingest: int | None) -> str | None:
     """2.1: NULL event time; late iff event < ingest - lateness; future iff event > ingest +

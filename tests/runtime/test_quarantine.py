@@ -1,4 +1,4 @@
-"""The quarantine rule (DESIGN 2.1) on real Spark: boundaries to the microsecond, NULLs,
+"""The quarantine rule (docs/design.md §2.1) on real Spark: boundaries to the microsecond, NULLs,
 malformed times, the raw payload, and agreement with a plain-Python reference."""
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ SCHEMA = StructType([StructField("id", LongType()), StructField("event_ts", Time
 
 
 def reference_reason(event: datetime | None, ingest: datetime | None) -> str | None:
-    """DESIGN 2.1 in plain Python: the rule the Spark expression must equal."""
+    """docs/design.md §2.1 in plain Python: the rule the Spark expression must equal."""
     if event is None:
         return "null_event_time"
     if ingest is None:

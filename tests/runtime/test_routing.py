@@ -1,4 +1,4 @@
-"""Routed groups on real Spark and Delta (DESIGN 2.4, 2.5, 3).
+"""Routed groups on real Spark and Delta (docs/design.md §2.4, §2.5, §3).
 
 - differential: the same events appended in a random order and random chunks, streamed with
   available-now runs in between and a crash between two targets, leave every target (and the
@@ -159,7 +159,7 @@ def commits(spark, plan):
 def expected_closed(rows, closed=True):
     """Hours with clean rows that the ingest frontier of the clean rows has closed (with
     `closed=False`: every hour with clean rows), computed here from the rows themselves
-    (DESIGN 2.1 rules, 2.5 commit rule)."""
+    (docs/design.md §2.1 rules, 2.5 commit rule)."""
     clean = [r for r in rows if r[5] - LATENESS <= r[4] <= r[5] + timedelta(minutes=5)]
     frontier = max(r[5] for r in clean)
     hours = {r[4].replace(minute=0, second=0, microsecond=0) for r in clean

@@ -5,7 +5,7 @@ The passes live in `sqlflow.analysis`, one concern each; this module parses once
 scope facts once, runs every pass over every scope and assembles the IR. It never decides
 what is an error: `sqlflow.analysis.stream_safety.check` does, from the IR, per mode.
 
-Decisions where DESIGN 2.2/2.8 is silent (for docs/semantics.md):
+Decisions where docs/design.md §2.2/§2.8 is silent (for docs/semantics.md):
 - An interval join needs its equality key and its time range between the same pair: the right
   side and one stream on the left. `r.t = l.t` is both a key and a `[0, 0]` range. For inner
   and comma joins, WHERE conjuncts count as join conditions (Spark evaluates them the same

@@ -17,8 +17,8 @@ from sqlglot import exp
 
 from sqlflow.errors import Location
 from sqlflow.project.eventtime import EventTime
+from sqlflow.project.runmode import Mode
 
-Mode = Literal["stream", "batch"]
 
 
 def ast_field(default: Any = None) -> Any:
@@ -85,7 +85,7 @@ class IntervalBound:
     """Bounds of `right.right_time - left.left_time`, in microseconds, exactly as written.
 
     `None` means unbounded on that side. Strict `<`/`>` stay strict (`*_inclusive=False`):
-    the predicate is evaluated exactly as written at microsecond precision (DESIGN 2.2).
+    the predicate is evaluated exactly as written at microsecond precision (docs/design.md §2.2).
 
         >>> b = IntervalBound("imp_ts", "click_ts", 0, 20 * 60 * 10**6)
         >>> b.contains(0), b.contains(20 * 60 * 10**6 + 1)
@@ -186,7 +186,7 @@ class JoinIR:
 
 @dataclass(frozen=True)
 class DimJoinIR:
-    """A dimension join with fallback partitions (DESIGN 2.3), as `macros/dim_join.sql` writes it.
+    """A dimension join with fallback partitions (docs/design.md §2.3), as `macros/dim_join.sql` writes it.
 
     `fact_date` is the SQL of the fact's date d, `ready` the SQL of the subquery mapping each
     day to its chosen partition p* (`__sqlflow_day`, `__sqlflow_p`) over the commit log;

@@ -1,4 +1,4 @@
-"""Stream-safety checks (DESIGN 2.8): what a streaming model may not do, from its `ModelIR`.
+"""Stream-safety checks (docs/design.md §2.8): what a streaming model may not do, from its `ModelIR`.
 
 In stream mode each finding is an error; in batch mode the same finding is a warning that the
 model cannot stream. Every finding names the place (`path:line:col`), what is wrong and a
@@ -122,7 +122,7 @@ def _order(d: Diagnostic) -> tuple:
 
 
 def _dim_join_findings(ir: ModelIR, sink: DiagnosticSink) -> None:
-    """A dimension join (DESIGN 2.3) must be in the model query, inner or left, joined to the
+    """A dimension join (docs/design.md §2.3) must be in the model query, inner or left, joined to the
     FROM table when inner (its `dim_missing` rows are that table's rows), and select p*."""
     root = ir.ast.args.get("from_") if ir.ast is not None else None
     from_alias = root.this.alias_or_name if root is not None else None
@@ -140,6 +140,6 @@ def _dim_join_findings(ir: ModelIR, sink: DiagnosticSink) -> None:
                        f"pass fact_alias='{from_alias}' and a fact_date over its columns")
         if d.lineage is None:
             sink.error(f"model `{ir.model}`: dim_join of `{d.relation}` does not select its chosen "
-                       f"partition `{d.alias}.{d.partition_column}` (the lineage column of DESIGN 2.3)",
+                       f"partition `{d.alias}.{d.partition_column}` (the lineage column of docs/design.md §2.3)",
                        d.location, f"select it, e.g. `{d.alias}.{d.partition_column} AS "
                        f"{d.alias}_{d.partition_column}`")

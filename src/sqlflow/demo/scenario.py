@@ -21,7 +21,7 @@ DEFAULT_SEED = 42
 DEFAULT_DAYS = 2
 DEFAULT_START = date(2026, 11, 1)
 
-# --- source semantics, mirrored in models/sources.yml (DESIGN 2.1) ---
+# --- source semantics, mirrored in models/sources.yml (docs/design.md §2.1) ---
 ALLOWED_LATENESS = timedelta(minutes=10)
 FUTURE_TOLERANCE = timedelta(minutes=5)
 

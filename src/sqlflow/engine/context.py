@@ -13,8 +13,8 @@ import yaml
 
 from sqlflow.errors import Location, SqlflowError
 from sqlflow.project.profiles import Target, load_target
+from sqlflow.project.runmode import STATE_DIR
 
-STATE_DIR = ".sqlflow"
 
 
 def find_project_dir(start: Path | None = None) -> Path:

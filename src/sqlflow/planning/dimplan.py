@@ -1,4 +1,4 @@
-"""Plan the dimension joins of a model (DESIGN 2.3): pinned views and the side queries.
+"""Plan the dimension joins of a model (docs/design.md §2.3): pinned views and the side queries.
 
 A model's SQL reads each dimension and the commit log (its READY set) by name. Both plans read
 them through temp views instead, which the runtime (`sqlflow.runtime.snapshot`) registers at

@@ -1,4 +1,4 @@
-"""Fan-out fusion (DESIGN 3): routed sibling models become ONE `RoutedPlan` with one read.
+"""Fan-out fusion (docs/design.md §3): routed sibling models become ONE `RoutedPlan` with one read.
 
 A model joins a routed group by setting the `routing` config (usually for a whole folder in
 dbt_project.yml, e.g. `+routing: {group: user_events_by_department}`). Every member must only
@@ -37,9 +37,10 @@ from sqlglot import exp
 from sqlflow.project.config import ByteSize, parse_size
 from sqlflow.errors import Diagnostic, Location
 from sqlflow.planning.plan import (
-    STATE_DIR, BatchPlan, RouteCommit, RoutedPlan, RouteTarget, StreamPlan, quarantine_table,
+    BatchPlan, RouteCommit, RoutedPlan, RouteTarget, StreamPlan, quarantine_table,
 )
 from sqlflow.planning.shared_calls import share_calls
+from sqlflow.project.runmode import AVAILABLE_NOW, STATE_DIR
 
 DEFAULT_TARGET_FILE_SIZE = parse_size("128MB")
 
@@ -206,7 +207,7 @@ def _routed_plan(result: Any, group: str, members: list[str],
                            cfg.success_marker, cfg.notify_url, cfg.notify_command),
         bytes_per_row=cfg.bytes_per_row,
         row_bytes=tuple(sorted(cfg.row_bytes.items())),
-        trigger=first.trigger if stream else "available-now",
+        trigger=first.trigger if stream else AVAILABLE_NOW,
         checkpoint=f"{STATE_DIR}/checkpoints/route__{group}" if stream else None,
         event_time=first.event_time,
         warnings=tuple(w for name in members for w in result.plans[name].warnings),

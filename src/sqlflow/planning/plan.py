@@ -24,12 +24,11 @@ from sqlglot import exp
 from sqlflow.dialect import DIALECT
 from sqlflow.analysis.ir import InputRel, JoinIR, ModelIR
 from sqlflow.project.eventtime import EventTime
+from sqlflow.project.runmode import AVAILABLE_NOW, Mode
 from sqlflow.rendering.sourcemap import SourceMap
 
-Mode = Literal["stream", "batch"]
 PlanKind = Literal["batch", "stream", "routed"]
-STATE_DIR = ".sqlflow"
-COMMIT_LOG = "sqlflow.commit_log"  # DESIGN 2.5; `dim_join` reads READY from it
+COMMIT_LOG = "sqlflow.commit_log"  # docs/design.md §2.5; `dim_join` reads READY from it
 
 
 def source_map_field() -> Any:
@@ -102,7 +101,7 @@ class SourceBinding:
 
 @dataclass(frozen=True)
 class DimBinding:
-    """A dimension join (DESIGN 2.3) as the runtime pins it: `relation` is read through `view`
+    """A dimension join (docs/design.md §2.3) as the runtime pins it: `relation` is read through `view`
     at one Delta version per micro-batch or backfill; `lineage` is the output column with p*."""
 
     relation: str
@@ -291,7 +290,7 @@ def _table_key(table: exp.Table) -> str:
     return ".".join(parts).lower()
 
 
-# --- fan-out fusion: one read, many targets (DESIGN 2.4, 3) ---------------------------------------
+# --- fan-out fusion: one read, many targets (docs/design.md §2.4, §3) ---------------------------------------
 
 @dataclass(frozen=True)
 class RouteTarget:
@@ -311,7 +310,7 @@ class RouteTarget:
 @dataclass(frozen=True)
 class RouteCommit:
     """When and how a routed group commits an output partition `(date_column, hour_column)`
-    (DESIGN 2.5): once the input's ingest frontier passes hour end + `allowed_lateness_us`."""
+    (docs/design.md §2.5): once the input's ingest frontier passes hour end + `allowed_lateness_us`."""
 
     date_column: str
     hour_column: str
@@ -340,7 +339,7 @@ class RoutedPlan:
     quarantine: str
     commit: RouteCommit
     bytes_per_row: int
-    trigger: str = "available-now"
+    trigger: str = AVAILABLE_NOW
     row_bytes: tuple[tuple[str, int], ...] = ()  # cold-start row size per sub-partition spec
     checkpoint: str | None = None
     event_time: str | None = None

@@ -9,9 +9,10 @@ from typing import Any
 from sqlglot import exp
 
 from sqlflow.project.config import column_list, micros
+from sqlflow.project.runmode import STATE_DIR
 from sqlflow.analysis.ir import InputRel, ModelIR
 from sqlflow.planning.plan import (
-    COMMIT_LOG, STATE_DIR, BatchPlan, Mode, Plan, PruneRange, Sink, SourceBinding, StreamPlan, Watermark,
+    COMMIT_LOG, BatchPlan, Mode, Plan, PruneRange, Sink, SourceBinding, StreamPlan, Watermark,
     bind_relations, quarantine_table, spark_sql, stream_joins, streams_of, view_name,
 )
 

@@ -1,4 +1,4 @@
-"""Function calls that several routed targets filter on, computed once per row (DESIGN 2.4).
+"""Function calls that several routed targets filter on, computed once per row (docs/design.md §2.4).
 
 Each target of a routed group is its own SELECT over the group's one input view, and most of
 them filter on the same routing key: `WHERE spmid_department(spmid) = 'live'`. Run as written,

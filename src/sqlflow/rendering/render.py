@@ -15,13 +15,13 @@ from typing import Any, Literal, Sequence
 
 from sqlflow.project.config import ModelConfig, check_layer, config_keys, merge_config, normalize_keys
 from sqlflow.project.dag import Dag, build_dag
+from sqlflow.project.runmode import Mode
 from sqlflow.rendering.dbt_context import (ENV, EXCEPTIONS, MISSING, MODULES, MacroReturn, Relation, Var,
                                  compile_template, env_var, log_, no_warehouse, return_)
 from sqlflow.errors import DiagnosticSink, Location, SqlflowError, did_you_mean
 from sqlflow.project.load import ModelNode, Project, SourceTable
 from sqlflow.rendering.sourcemap import MODEL_PREFIX, SourceMap, locate_exception, strip_markers
 
-Mode = Literal["batch", "stream"]
 _CONFIG_CALL = re.compile(r"\bconfig\s*\(")
 
 

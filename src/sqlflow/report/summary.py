@@ -84,7 +84,7 @@ def _partition_span(result: RunResult) -> str:
 
 def dims_table(results: Sequence[RunResult]) -> Table | None:
     """Per model, output partition and dimension: rows per chosen dimension partition (p*),
-    the deepest fallback in days and the rows quarantined as `dim_missing` (DESIGN 2.3).
+    the deepest fallback in days and the rows quarantined as `dim_missing` (docs/design.md §2.3).
     None when no model joined a dimension."""
     uses = [(r.model, u) for r in results for u in r.dims]
     if not uses:

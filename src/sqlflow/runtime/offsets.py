@@ -1,6 +1,6 @@
 """What a micro-batch's Delta source offsets say about the input rows it and its predecessors
 were given, so the `incremental` runtime can read those rows from the input tables instead of
-keeping a copy of them (DESIGN 2.9: "the input tables themselves or compact state tables").
+keeping a copy of them (docs/design.md §2.9: "the input tables themselves or compact state tables").
 
 Spark writes each micro-batch's END offset per source to `<checkpoint>/offsets/<batch id>`
 before it runs the batch; the batch's start is the previous batch's end. A Delta source's

@@ -1,4 +1,4 @@
-"""Quarantine (DESIGN 2.1): split an input into clean rows and quarantine rows, by the row alone.
+"""Quarantine (docs/design.md §2.1): split an input into clean rows and quarantine rows, by the row alone.
 
 One rule for both modes. A row's reason depends only on its own event time, its own ingest time
 and the input's declared `allowed_lateness` / `future_tolerance`, so a backfill and any
@@ -10,7 +10,7 @@ micro-batch split of a stream put exactly the same rows in quarantine:
 | `malformed`       | the event-time value is not NULL but is not a timestamp (a string that does not parse) |
 | `late`            | `event_time < ingest_time - allowed_lateness` (microseconds, exact)   |
 | `future`          | `event_time > ingest_time + future_tolerance` (microseconds, exact)   |
-| `dim_missing`     | an inner dimension join found no ready partition in range (DESIGN 2.3; written by `sqlflow.runtime.snapshot`, `input` = the dimension) |
+| `dim_missing`     | an inner dimension join found no ready partition in range (docs/design.md §2.3; written by `sqlflow.runtime.snapshot`, `input` = the dimension) |
 
 A row with a NULL ingest time is neither late nor future: nothing says when it arrived.
 

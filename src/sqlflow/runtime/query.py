@@ -20,15 +20,13 @@ from pyspark.sql.streaming import StreamingQuery
 
 from sqlflow.errors import Location, SqlflowError
 from sqlflow.planning.plan import RoutedPlan, StreamPlan
-
-AVAILABLE_NOW = "available-now"
-
+from sqlflow.project.runmode import AVAILABLE_NOW, STATE_DIR
 
 def checkpoint_dir(project_dir: Path | str, plan: StreamPlan | RoutedPlan) -> Path:
     """The checkpoint folder of the plan's query: the configured one, else
     `.sqlflow/checkpoints/<model>` (`route__<group>` for a routed group), under the project."""
     configured, default = plan.checkpoint_setting
-    return Path(project_dir) / (configured or f".sqlflow/checkpoints/{default}")
+    return Path(project_dir) / (configured or f"{STATE_DIR}/checkpoints/{default}")
 
 
 def is_new(checkpoint: Path) -> bool:

@@ -1,4 +1,4 @@
-"""Dimension snapshots (DESIGN 2.3) and the commit-log rows of every model write (DESIGN 2.5).
+"""Dimension snapshots (docs/design.md §2.3) and the commit-log rows of every model write (docs/design.md §2.5).
 
 A model with dimension joins reads each dimension and the READY set through temp views
 (`sqlflow.planning.dimplan`). `pin` registers them once per backfill run and once per micro-batch:

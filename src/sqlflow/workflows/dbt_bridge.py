@@ -7,7 +7,7 @@ embedded Derby metastore admits one process at a time, so tests and `sqlflow dbt
 
 Before a command that builds models, the `_SUCCESS` ready markers of every source that
 declares `ready_marker` are recorded in the commit log, as sqlflow does before it pins a
-dimension (DESIGN 2.3): `dim_join` under dbt reads READY from the commit log alone (Spark SQL
+dimension (docs/design.md §2.3): `dim_join` under dbt reads READY from the commit log alone (Spark SQL
 lists no `_`-files), so under `sqlflow dbt run` a marked partition is ready exactly as under
 `sqlflow run`. Plain `dbt run` sees a marker once some sqlflow command recorded it.
 """

@@ -1,7 +1,7 @@
 """Calls whose value depends on when, where or in which order a row is processed.
 
 A stream and its backfill evaluate them at different times, on different files and in a
-different row order, so they would give different rows (DESIGN 2.8):
+different row order, so they would give different rows (docs/design.md §2.8):
 
     >>> from sqlflow.dialect import parse
     >>> from sqlflow.analysis.passes.positions import Positions

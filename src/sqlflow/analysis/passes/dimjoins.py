@@ -1,4 +1,4 @@
-"""Recognise dimension joins with fallback partitions (DESIGN 2.3) in a model's SQL.
+"""Recognise dimension joins with fallback partitions (docs/design.md §2.3) in a model's SQL.
 
 `macros/dim_join.sql` renders a join against a subquery whose first column is
 `__sqlflow_dim_day`: every ready partition p of the dimension, repeated for each day

@@ -2,7 +2,7 @@
 
 For tables loaded outside sqlflow (a daily dimension written by another job): appends a
 `commit` row (mode `manual`) per partition to the commit log, which is READY for dimension
-joins (DESIGN 2.3, 2.5). Marking a partition twice adds a second row and changes nothing.
+joins (docs/design.md §2.3, §2.5). Marking a partition twice adds a second row and changes nothing.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""`sqlflow repair [--select M]`: rewrite every dirty or provisional partition (DESIGN 2.7)
+"""`sqlflow repair [--select M]`: rewrite every dirty or provisional partition (docs/design.md §2.7)
 with the model's batch plan, partition-scoped; see `sqlflow.runtime.repair`."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """`sqlflow status [--select M]`: what the commit log says about the models' tables.
 
-Lists the partitions `sqlflow repair` would rewrite (dirty or provisional, DESIGN 2.7), then,
+Lists the partitions `sqlflow repair` would rewrite (dirty or provisional, docs/design.md §2.7), then,
 briefly, per table: partitions written and committed, and for each dimension a model joins,
 its READY partitions.
 """

@@ -1,6 +1,6 @@
 """The delta rule: a model's batch query rewritten to emit only what one micro-batch adds.
 
-DESIGN 2.9, the `incremental` stream strategy. Each stream input X is split into the rows of
+docs/design.md §2.9, the `incremental` stream strategy. Each stream input X is split into the rows of
 earlier micro-batches (`old`) and the micro-batch's new rows (`delta`), `full = old UNION ALL
 delta`. A query Q linear in its stream occurrences x_1..x_n (see `delta_linear`) satisfies
 Q(full) = Q(old) + the telescoping sum
@@ -17,7 +17,7 @@ Outer joins of two streams: `delta_rewrite` emits their matched part (as inner j
 `padding_query` the preserved side's rows that match nothing, padded with NULLs. Which rows
 to pad, and when, is the runtime's decision (a later issue): a row may be padded once its
 interval is closed, i.e. no row of the other side that could match it can still arrive
-(every later row that old is quarantined as late, DESIGN 2.1), and only once.
+(every later row that old is quarantined as late, docs/design.md §2.1), and only once.
 `pruning_ranges` gives the event-time range of old rows a delta can match, so the runtime
 reads only those.
 """

@@ -1,4 +1,4 @@
-"""The commit log (DESIGN 2.5): one Delta table every sqlflow write appends to.
+"""The commit log (docs/design.md §2.5): one Delta table every sqlflow write appends to.
 
 One row per event on one output partition of one table:
 
@@ -6,7 +6,7 @@ One row per event on one output partition of one table:
 |----------|---------------------------------------------------------------------------------|
 | `write`  | rows were written to the partition (stream micro-batch, backfill, dbt run)      |
 | `commit` | the partition is complete and ready for readers (partition commit, mark-ready)  |
-| `dirty`  | the partition may differ from the backfill (DESIGN 2.7): `repair` must rewrite it |
+| `dirty`  | the partition may differ from the backfill (docs/design.md §2.7): `repair` must rewrite it |
 | `repair` | the batch plan rewrote the partition; earlier dirty/provisional rows are settled |
 
 A partition is written as Hive-style `dt=2026-11-01/hour=3` (its columns in the table's
@@ -179,7 +179,7 @@ def read(spark: SparkSession, table: str = COMMIT_LOG) -> DataFrame:
 
 
 def ready_partitions(spark: SparkSession, data_table: str, *, table: str = COMMIT_LOG) -> set[str]:
-    """The partitions of `data_table` with a `commit` row: READY(dim) of DESIGN 2.3."""
+    """The partitions of `data_table` with a `commit` row: READY(dim) of docs/design.md §2.3."""
     rows = (read(spark, table).where((F.col("table") == data_table.lower())
                                      & (F.col("kind") == "commit"))
             .select("partition").distinct().collect())

@@ -1,6 +1,6 @@
 """Compaction of committed partitions: Delta `OPTIMIZE ... WHERE` (`sqlflow compact`).
 
-Only partitions with a `commit` row in the commit log (DESIGN 2.5) are compacted: an open hour
+Only partitions with a `commit` row in the commit log (docs/design.md §2.5) are compacted: an open hour
 is still being appended to by its stream, and rewriting its files under the writer would only
 make more small files to compact again. Files are bin-packed up to the model's
 `target_file_size` (Delta's `optimize.maxFileSize`), the size the file budget aims at.

@@ -1,4 +1,4 @@
-"""Exactly-once appends of a stream query without Delta's transaction look-up (DESIGN 2.9:
+"""Exactly-once appends of a stream query without Delta's transaction look-up (docs/design.md §2.9:
 "every write is idempotent per batch id").
 
 Delta makes an append idempotent with `txnAppId`/`txnVersion`: it skips a batch id at or below

@@ -1,7 +1,7 @@
 """Delta writes for every `Sink.write` kind, each returning a small frozen `WriteResult`.
 
 `write` is the one door every sqlflow write goes through (model sinks and quarantine tables,
-batch and stream): the commit log (DESIGN 2.5) appends its row there, from the WriteResult.
+batch and stream): the commit log (docs/design.md §2.5) appends its row there, from the WriteResult.
 
 | write                  | what it does                                                          |
 |------------------------|-----------------------------------------------------------------------|

@@ -1,4 +1,4 @@
-"""One micro-batch of an `incremental` stream plan (DESIGN 2.9), run inside `foreachBatch`.
+"""One micro-batch of an `incremental` stream plan (docs/design.md §2.9), run inside `foreachBatch`.
 
 The query's rows arrive in one envelope (`__side` = the input's index, `__s<k>` = the row of
 input k as a struct, NULL for the others: see `sqlflow.runtime.incremental.stream`). Each input's rows
@@ -456,7 +456,7 @@ class MicroBatch(BatchFunction):
         ONE append, so every row of the batch lands or none. A replayed write was skipped by
         Delta: its partitions are read from its commit, and returned (marked skipped) for the
         batch's report. `dims`: the micro-batch's pinned dimension snapshot (its rows carry the
-        dimension partitions used and the provisional flag, DESIGN 2.3)."""
+        dimension partitions used and the provisional flag, docs/design.md §2.3)."""
         if out.skipped and out.version is None:
             found = _find_commit(spark, self.plan.sink, batch)
             out = dataclasses.replace(found, skipped=True) if found else out

@@ -1,5 +1,5 @@
 """Where a micro-batch of an `incremental` join finds each input's OLDER rows (the rows of
-earlier micro-batches, DESIGN 2.9), and which batches must keep a copy of their rows.
+earlier micro-batches, docs/design.md §2.9), and which batches must keep a copy of their rows.
 
 Older rows of input `k` before batch `b` are described by a `Source`: the input table's clean
 rows as of Delta version `base` (None: none) plus the state table's copies of batches after

@@ -4,7 +4,7 @@ The delta rule (`sqlflow.planning.delta.rule`) emits the matched rows of an oute
 decides which unmatched rows of a preserved side P are emitted padded, and when. A row of P
 with event time t can only match rows of the other side O with event time up to
 `t + upper` (the join's bound, `PruneRange.upper_us` of O against P). A later row of O is
-quarantined as late (DESIGN 2.1) when its event time is before `its ingest time -
+quarantined as late (docs/design.md §2.1) when its event time is before `its ingest time -
 allowed_lateness(O)`; with O's ingest frontier F (max ingest time of O's clean rows so far)
 and rows arriving in ingest order, the row of P is CLOSED once
 
@@ -34,7 +34,7 @@ then writes (exactly once as app `<app>__close`, batch id `batch * 1e6 + seq`:
 `sqlflow.runtime.delta.once`); the run redoes the last recorded one when it starts unless a `done`
 row says its write committed (the redo writes nothing if the commit is there after all).
 
-Divergence (DESIGN 2.7): a new row of O that matches a row of P closed at an earlier step,
+Divergence (docs/design.md §2.7): a new row of O that matches a row of P closed at an earlier step,
 which had no match among O's older rows, shows that P's row was emitted padded although a
 match arrived: the padded row's output partition is reported dirty (for `sqlflow repair`).
 """

@@ -1,4 +1,4 @@
-"""Copied older rows of the `incremental` stream strategy (DESIGN 2.9).
+"""Copied older rows of the `incremental` stream strategy (docs/design.md §2.9).
 
 A join of two streams by the delta rule, `ΔL ⋈ (R_old ∪ ΔR) ∪ L_old ⋈ ΔR`, needs each joined
 input's rows of EARLIER micro-batches. Most are read from the input table itself

@@ -1,4 +1,4 @@
-"""File budgets of routed writes (DESIGN 2.4): about `ceil(bytes / target_file_size)` files per
+"""File budgets of routed writes (docs/design.md §2.4): about `ceil(bytes / target_file_size)` files per
 written partition, never `partitions x parallelism` small files.
 
 For each write the runtime counts the rows each partition gets (one aggregation over the

@@ -1,4 +1,4 @@
-"""Partition commit of routed groups (DESIGN 2.5): commit log rows, `_SUCCESS`, notification.
+"""Partition commit of routed groups (docs/design.md §2.5): commit log rows, `_SUCCESS`, notification.
 
 An hour `(dt, hour)` of a routed group is COMMITTED
 - in a stream, when the input's watermark passes `hour_end + allowed_lateness` and every target
@@ -6,11 +6,11 @@ An hour `(dt, hour)` of a routed group is COMMITTED
   FRONTIER: the largest ingest time of any clean row read so far (quarantined rows never move
   it; an input without an ingest column uses its largest event time minus allowed_lateness).
   A row of that hour arriving later would have `event_time < hour_end <= ingest_time -
-  allowed_lateness`: it is late and goes to quarantine (DESIGN 2.1), so nothing can reopen a
+  allowed_lateness`: it is late and goes to quarantine (docs/design.md §2.1), so nothing can reopen a
   committed hour. Commits run after every target's write of the micro-batch, so an hour is
   never committed while a target's sub-partitions of it may still be missing;
 - at the end of a bounded stream run (`available-now`, input exhausted): every hour written
-  and not committed yet, as if the watermark had passed (DESIGN 2.6). A row into such an hour
+  and not committed yet, as if the watermark had passed (docs/design.md §2.6). A row into such an hour
   in a later run is not late by its own times: it is written, and the hour is marked `dirty`
   (not committed or notified again; `sqlflow repair` rewrites it);
 - in a backfill, for every hour the run overwrote, once all targets are written.

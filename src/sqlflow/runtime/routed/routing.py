@@ -1,4 +1,4 @@
-"""Run a `RoutedPlan` (DESIGN 2.4, 3): ONE read of the parent writes every target.
+"""Run a `RoutedPlan` (docs/design.md §2.4, §3): ONE read of the parent writes every target.
 
 Stream (`run_routed_stream` / `start`): one Structured Streaming query over the parent with one
 checkpoint (`.sqlflow/checkpoints/route__<group>`). Each micro-batch `b`:
@@ -20,7 +20,7 @@ committed or notified again.
 
 End of input (`--trigger available-now`, the default): when the query stops because its input
 is exhausted, `RouteBatch.flush` commits every hour written and not yet committed, as if the
-watermark had passed (DESIGN 2.6). A continuous (interval) query commits only on the watermark.
+watermark had passed (docs/design.md §2.6). A continuous (interval) query commits only on the watermark.
 
 Batch (`run_routed_batch`): the parent is read once at one Delta version, cached and
 quarantined once; each target's SQL runs over the cached clean rows and overwrites its
@@ -282,7 +282,7 @@ class RouteBatch(BatchFunction):
         self._report(report)
 
     def flush(self) -> RouteReport | None:
-        """End of input of a bounded run (DESIGN 2.6): commit every hour any batch wrote that
+        """End of input of a bounded run (docs/design.md §2.6): commit every hour any batch wrote that
         is not committed yet, as if the watermark had passed; None when the query never ran a
         batch. Called by `run_routed_stream` (and `sqlflow run --mode stream`) after an
         `available-now` query stopped by itself, never for a continuous one."""

@@ -1,4 +1,4 @@
-"""The `stateful` stream runtime (DESIGN 2.6, 2.7, 2.9): Spark's own stream-stream operators.
+"""The `stateful` stream runtime (docs/design.md §2.6, §2.7, §2.9): Spark's own stream-stream operators.
 
 One Structured Streaming query per model, one checkpoint (`plan.sink.checkpoint`). Each stream
 input is read with `readStream.format("delta")`, split by the quarantine rule
@@ -24,7 +24,7 @@ heartbeat stream adds none):
 3. appends one `write` entry per written partition and the `dirty` entries to the commit log,
    in one append, idempotent per batch id.
 
-Heartbeats (DESIGN 2.6). Spark never moves a watermark at the end of bounded input, and an idle
+Heartbeats (docs/design.md §2.6). Spark never moves a watermark at the end of bounded input, and an idle
 input would hold the global watermark back under Spark's default (minimum) policy. The query
 runs with `multipleWatermarkPolicy = max` (the watermark follows the most advanced input; a row
 more than `allowed_lateness + skew_margin` behind it is dropped, detected and marked dirty) and
@@ -374,7 +374,7 @@ def flush_target(spark: SparkSession, plan: StreamPlan, checkpoint: Path) -> int
 
 class IdleWatch(threading.Thread):
     """For interval triggers: when no input brought rows for `idle_timeout`, close everything
-    as if the watermark had passed (DESIGN 2.6): the same heartbeat as the end of a bounded run.
+    as if the watermark had passed (docs/design.md §2.6): the same heartbeat as the end of a bounded run.
     (One input idle while others bring rows never holds the watermark back: the query's
     watermark is the maximum over inputs.)"""
 

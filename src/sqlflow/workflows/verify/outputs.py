@@ -1,7 +1,7 @@
 """What `sqlflow verify` runs and compares for each kind of plan (`sqlflow.workflows.verify.run`).
 
 A streaming model's `StreamPlan` writes one sink and one quarantine table; a routed group's
-`RoutedPlan` (DESIGN 2.4) writes one table per target and one group quarantine, from one read.
+`RoutedPlan` (docs/design.md §2.4) writes one table per target and one group quarantine, from one read.
 Verify treats both as a tuple of `Output`s, the tables it compares row for row, and only this
 module knows how to point a plan of either kind at scratch tables and run it once.
 
@@ -98,7 +98,7 @@ def run_stream_once(ctx: Any, plan: StreamPlan | RoutedPlan, *, end_of_input: bo
 
 def commit_problems(spark: SparkSession, batch: Any, stream: Any) -> tuple[str, ...]:
     """A routed group's stream, at the end of its input, commits exactly the hours its
-    backfill committed, for every target (DESIGN 2.5, 2.6); any other hour is a problem."""
+    backfill committed, for every target (docs/design.md §2.5, §2.6); any other hour is a problem."""
     if not isinstance(stream, RoutedPlan):
         return ()
     pairs = [(t.model, b.sink.table.lower(), t.sink.table.lower())

@@ -1,5 +1,5 @@
 """`sqlflow verify`: a model's stream plan, fed its input in random orders and splits, must end
-with exactly its batch plan's output (DESIGN 2). The test oracle, run by analysts before a merge.
+with exactly its batch plan's output (docs/design.md §2). The test oracle, run by analysts before a merge.
 
 For one streaming model, or one routed group (its `RoutedPlan`: every target and the group
 quarantine, whichever member was selected):
@@ -10,7 +10,7 @@ quarantine, whichever member was selected):
    tables and a fresh checkpoint, available-now after each of a few random rounds of commits
    (so a run also restarts its query from the checkpoint), with `maxFilesPerTrigger=1`: one
    commit, one micro-batch per input. Only the last round is the end of input (a routed group
-   commits its last open hours there, DESIGN 2.6);
+   commits its last open hours there, docs/design.md §2.6);
 3. compare every output table (`verify_outputs.outputs`: the sink, or each routed target, and
    the quarantine) with the batch run's, row for row: both directions of EXCEPT ALL over every
    column (quarantine: all but `origin`, which says where a row was read), counted per output
@@ -34,7 +34,7 @@ chunks, the strongest test, valid wherever the result cannot depend on arrival o
 `incremental` plan without outer-join padding, a routed group). `ingest` keeps each input in
 ingest-time order (random chunk sizes, inputs still interleaved at random): what a Kafka topic
 delivers, and what outer-join padding and Spark's watermarks assume, since a row arriving long
-after rows ingested later than it is a divergence to detect (DESIGN 2.7), not a contract the
+after rows ingested later than it is a divergence to detect (docs/design.md §2.7), not a contract the
 plan can keep. `auto` picks `shuffled` where valid, else `ingest`. For the same reason a run
 of such a plan is one bounded stream run (its end is the end of input); other plans are cut
 into up to `max_rounds` bounded runs, so their query also restarts from its checkpoint.
@@ -55,6 +55,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from sqlflow.errors import Location, SqlflowError
+from sqlflow.project.runmode import STATE_DIR
 from sqlflow.planning.plan import COMMIT_LOG, RoutedPlan, SourceBinding, StreamPlan
 from sqlflow.runtime.delta.sinks import quote
 from sqlflow.workflows.verify.compare import PartitionDiff, compare
@@ -63,7 +64,7 @@ from sqlflow.workflows.verify.outputs import (bind_copy, check_stream, commit_pr
 
 Order = Literal["auto", "shuffled", "ingest"]
 CHUNK = "__sqlflow_chunk"
-VERIFY_DIR = ".sqlflow/verify"
+VERIFY_DIR = f"{STATE_DIR}/verify"
 
 
 @dataclass(frozen=True)
@@ -254,7 +255,7 @@ def _stream_run(ctx, batch: Any, plan: Plan, run: int, runs: int, rnd: random.Ra
         commits = interleave([[(a, c) for c in a.chunks] for a in arrivals], rnd)
         # A bounded run is an end of input for plans that close intervals by time (outer-join
         # padding, `stateful` watermarks): a restart after it is a new run whose rows may match
-        # rows already closed (a divergence, DESIGN 2.7). Those plans get one run per round.
+        # rows already closed (a divergence, docs/design.md §2.7). Those plans get one run per round.
         closes = bool(plan.padding_sql) or plan.strategy == "stateful"
         rounds = split_rounds(commits, rnd, 1 if closes else max_rounds)
         if isinstance(plan, RoutedPlan):
