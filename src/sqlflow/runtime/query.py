@@ -57,12 +57,11 @@ def refuse_new_checkpoint(spark: SparkSession, plan: StreamPlan | RoutedPlan,
     `tables`: (table, the model file that declares it) for each output the query writes."""
     for table, path in tables:
         if spark.catalog.tableExists(table) and spark.table(table).take(1):
-            what = "target" if isinstance(plan, RoutedPlan) else "sink"
-            who = "routed group" if isinstance(plan, RoutedPlan) else "model"
-            drops = "drops every target" if isinstance(plan, RoutedPlan) else \
-                "drops the table and its quarantine"
+            routed = plan.kind == "routed"
+            what, who = ("target", "routed group") if routed else ("sink", "model")
+            drops = "drops every target" if routed else "drops the table and its quarantine"
             raise SqlflowError(
-                f"{who} `{plan.model}`: {what} `{table}` already has rows but the checkpoint "
+                f"{who} `{plan.model}`: {what} `{table}` already has rows but its checkpoint "
                 f"`{checkpoint}` is new: a new stream query would write every row again",
                 location=Location(path),
                 hint=f"rebuild it from the stream with `{rebuild_command(plan)}` ({drops}), "

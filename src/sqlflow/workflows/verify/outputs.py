@@ -40,7 +40,7 @@ def outputs(plan) -> tuple[Output, ...]:
     """The tables `plan` (batch or stream, either kind) writes, in report order, quarantine
     last. A batch plan and its stream plan list the same names in the same order."""
     quarantine = Output("quarantine", plan.quarantine, ("dt",), quarantine=True)
-    if isinstance(plan, RoutedPlan):
+    if plan.kind == "routed":
         return (*(Output(t.model, t.sink.table, t.sink.partition_by) for t in plan.targets), quarantine)
     return Output("sink", plan.sink.table, plan.sink.partition_by), quarantine
 
@@ -69,7 +69,7 @@ def into_scratch(plan: RoutedPlan, scratch: str, suffix: str, *, copies: dict[st
 
 def scratch_batch(plan, scratch: str):
     """The batch plan writing scratch tables (`__batch`) instead of the model's own."""
-    if isinstance(plan, RoutedPlan):
+    if plan.kind == "routed":
         return into_scratch(plan, scratch, "batch")
     return dataclasses.replace(
         plan, sink=dataclasses.replace(plan.sink, table=f"{scratch}.{plan.model}__batch"),
@@ -99,7 +99,7 @@ def run_stream_once(ctx: Any, plan: StreamPlan | RoutedPlan, *, end_of_input: bo
 def commit_problems(spark: SparkSession, batch: Any, stream: Any) -> tuple[str, ...]:
     """A routed group's stream, at the end of its input, commits exactly the hours its
     backfill committed, for every target (docs/design.md §2.5, §2.6); any other hour is a problem."""
-    if not isinstance(stream, RoutedPlan):
+    if stream.kind != "routed":
         return ()
     pairs = [(t.model, b.sink.table.lower(), t.sink.table.lower())
              for b, t in zip(batch.targets, stream.targets)]

@@ -58,6 +58,7 @@ from sqlflow.errors import Location, SqlflowError
 from sqlflow.project.runmode import STATE_DIR
 from sqlflow.planning.plan import COMMIT_LOG, RoutedPlan, SourceBinding, StreamPlan
 from sqlflow.runtime.delta.sinks import quote
+from sqlflow.runtime.dispatch import is_stream
 from sqlflow.workflows.verify.compare import PartitionDiff, compare
 from sqlflow.workflows.verify.outputs import (bind_copy, check_stream, commit_problems, into_scratch, outputs,
                                     routed_selection, run_batch_plan, run_stream_once, scratch_batch)
@@ -135,7 +136,7 @@ def verify_project(ctx, *, select: Sequence[str] | None = None, runs: int = 3, s
     streams = compile_project(ctx.project_dir, mode="stream", select=chosen_models,
                               target=ctx.target, vars=vars)
     streams.raise_if_errors()
-    candidates = [p for p in streams.plans.values() if isinstance(p, (StreamPlan, RoutedPlan))]
+    candidates = [p for p in streams.plans.values() if is_stream(p)]
     if not candidates:
         chosen = ", ".join(f"`{m}`" for m in streams.plans) or "no model"
         raise SqlflowError(
@@ -143,8 +144,7 @@ def verify_project(ctx, *, select: Sequence[str] | None = None, runs: int = 3, s
             f"selects {chosen}, and none is a `streaming_table` with a stream plan",
             hint="verify compares a streaming_table model's stream plan with its batch plan; "
                  "select one, e.g. --select dwd_ad_clicks_attributed")
-    members = [m for p in candidates
-               for m in ([t.model for t in p.targets] if isinstance(p, RoutedPlan) else [p.model])]
+    members = [m for p in candidates for m in p.members]
     batches = compile_project(ctx.project_dir, mode="batch", select=members, target=ctx.target, vars=vars)
     batches.raise_if_errors()
     pairs = [(batches.plans[p.model], p) for p in candidates]
@@ -258,7 +258,7 @@ def _stream_run(ctx, batch: Any, plan: Plan, run: int, runs: int, rnd: random.Ra
         # rows already closed (a divergence, docs/design.md §2.7). Those plans get one run per round.
         closes = bool(plan.padding_sql) or plan.strategy == "stateful"
         rounds = split_rounds(commits, rnd, 1 if closes else max_rounds)
-        if isinstance(plan, RoutedPlan):
+        if plan.kind == "routed":
             stream = into_scratch(plan, scratch, f"run{run}", copies=copies, checkpoint=checkpoint)
         else:
             stream = rebind(plan, copies, sink=f"{scratch}.{model}__run{run}",
