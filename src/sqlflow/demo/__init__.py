@@ -3,6 +3,6 @@
 - `scenario`: the numbers (sizes, mixes, dirty-row rates, lateness) in one place;
 - `noise`: deterministic hash-based randomness as Spark columns;
 - `ods`, `dims`: the source tables as DataFrames;
-- `markers`: `_SUCCESS` ready markers of dimension partitions;
+- ready markers of dimension partitions: `sqlflow.runtime.delta.markers` (runtime plumbing);
 - `generate`: writes them all; `run`: the `sqlflow demo` commands.
 """
