@@ -24,7 +24,8 @@
     left_time    event-time column of the left side
     right_time   event-time column of the right side
     lower/upper  '<integer> <unit>', unit one of microseconds, milliseconds, seconds, minutes,
-                 hours, days (singular too); may be negative: '-20 minutes'
+                 hours, days (singular too); may be negative: '-20 minutes'; several parts
+                 add up: '3 minutes 30 seconds', '-1 hour -30 minutes' (one sign for all)
 
   The result is plain SQL: `right.t BETWEEN left.t + lower AND left.t + upper`, inclusive,
   exactly what a person would write. sqlflow recognises the interval join from this ON clause
@@ -102,23 +103,37 @@
 
 {% macro interval_join_shift(column, duration, which) -%}
   {#-- `column + interval '<duration>'`, the duration passed through as written: Spark reads
-       the string literal exactly, to the microsecond. One signed integer and one fixed-length
-       unit only: '-1 hour 30 minutes' would mean -30 minutes to Spark, and months or years
-       have no fixed length, so neither can bound a join. --#}
+       the string literal exactly, to the microsecond. One or more parts '<integer> <unit>'
+       of fixed-length units ('3 minutes 30 seconds'). Every part carries its own sign in
+       Spark ('-1 hour 30 minutes' is -30 minutes), so parts of mixed signs are refused;
+       months and years have no fixed length, so neither can bound a join. --#}
   {%- set units = 'microseconds, milliseconds, seconds, minutes, hours, days' -%}
-  {%- set found = modules.re.match(
-        '(?i)^\\s*-?(\\d+)\\s+(microsecond|millisecond|second|minute|hour|day)s?\\s*$',
-        duration) if duration is defined and duration is string else none -%}
+  {%- set unit_us = {'microsecond': 1, 'millisecond': 1000, 'second': 1000000,
+                     'minute': 60000000, 'hour': 3600000000, 'day': 86400000000} -%}
+  {%- set part = '(-?)(\\d+)\\s+(microsecond|millisecond|second|minute|hour|day)s?' -%}
+  {%- set text = duration | trim if duration is defined and duration is string else '' -%}
+  {%- set found = modules.re.match('(?i)^' ~ part ~ '(?:\\s+' ~ part ~ ')*$', text) -%}
   {%- if not found -%}
     {% do exceptions.raise_compiler_error(
-      "interval_join: `" ~ which ~ "` must be a duration '<integer> <unit>', unit one of "
-      ~ units ~ ", e.g. '20 minutes', '0 seconds' or '-20 minutes' (got: "
-      ~ (duration if duration is defined else 'nothing') ~ ")") %}
+      "interval_join: `" ~ which ~ "` must be a duration '<integer> <unit>' (one or more such "
+      ~ "parts), unit one of " ~ units ~ ", e.g. '20 minutes', '3 minutes 30 seconds', "
+      ~ "'0 seconds' or '-20 minutes' (got: " ~ (duration if duration is defined else 'nothing') ~ ")") %}
+  {%- endif -%}
+  {%- set parts = modules.re.findall('(?i)' ~ part, text) -%}
+  {%- if parts | map(attribute=0) | unique | list | length > 1 -%}
+    {% do exceptions.raise_compiler_error(
+      "interval_join: `" ~ which ~ "` mixes signs (got: " ~ duration ~ "); Spark applies each "
+      ~ "part's own sign ('-1 hour 30 minutes' is -30 minutes): sign every part, e.g. "
+      ~ "'-1 hour -30 minutes', or write one part, e.g. '-90 minutes'") %}
   {%- endif -%}
   {#-- A zero bound is the column itself, as a person writes it (`between i.t and ...`);
        adding a zero interval would change nothing but the text of the plan. --#}
-  {%- if found.group(1) | int == 0 -%}
+  {%- set total = namespace(us=0) -%}
+  {%- for sign, amount, unit in parts -%}
+    {%- set total.us = total.us + (amount | int) * unit_us[unit | lower] -%}
+  {%- endfor -%}
+  {%- if total.us == 0 -%}
     {% do return(column) %}
   {%- endif -%}
-  {% do return(column ~ " + interval '" ~ duration | trim ~ "'") %}
+  {% do return(column ~ " + interval '" ~ text ~ "'") %}
 {%- endmacro %}

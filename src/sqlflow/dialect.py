@@ -6,6 +6,17 @@ functions called with parentheses, but not for functions spelled without them
 so the parser of this subclass stamps the position of the function's token on those too.
 Generation is unchanged: `ast.sql(dialect="spark")` and `ast.sql(dialect=SqlflowSpark)` agree.
 
+A multi-unit interval literal is read as one parenthesized sum, so that every SQL generated from
+the tree means what the analyst wrote (the pinned sqlglot builds the sum without its grouping,
+and `t - INTERVAL 3 MINUTES 30 SECONDS` came back as `t - INTERVAL '3' MINUTES + INTERVAL '30'
+SECONDS`, i.e. `t - 150 s`; docs/stack.md has the reproduction); later parts may carry their own
+sign, as in Spark:
+
+    >>> parse("SELECT t - INTERVAL 3 MINUTES 30 SECONDS").sql("spark")
+    "SELECT t - (INTERVAL '3' MINUTES + INTERVAL '30' SECONDS)"
+    >>> parse("SELECT t + INTERVAL 1 MINUTE -30 SECONDS").sql("spark")
+    "SELECT t + (INTERVAL '1' MINUTE + INTERVAL '-30' SECONDS)"
+
     >>> from sqlflow.dialect import parse
     >>> node = parse("SELECT a,\\n  current_timestamp FROM t").expressions[1]
     >>> node.meta["line"], node.meta["start"]
@@ -51,8 +62,44 @@ class SqlflowSpark(Spark):
             finally:
                 del self.QUERY_MODIFIER_TOKENS
 
+        def _parse_interval(self, require_interval: bool = True,
+                            parse_function_unit: bool = True) -> exp.Expr | None:
+            node = super()._parse_interval(require_interval, parse_function_unit)
+            if not require_interval or node is None:
+                return node  # a later part of a multi-unit literal: the first part groups them
+            parts = [node]
+            while self._signed_interval_part_ahead():
+                self._advance()  # the `-`: it negates the value of this part only, as in Spark
+                part = super()._parse_interval(False, parse_function_unit)
+                if part is None:
+                    break
+                first = part
+                while isinstance(first, exp.Add):
+                    first = first.this
+                if isinstance(first, exp.Interval) and isinstance(first.this, exp.Literal):
+                    value = first.this.name
+                    first.set("this", exp.Literal.string(value[1:] if value.startswith("-") else "-" + value))
+                parts.append(part)
+            if len(parts) == 1 and not isinstance(node, exp.Add):
+                return node
+            total = parts[0]
+            for part in parts[1:]:
+                total = exp.Add(this=total, expression=part)
+            return self.expression(exp.Paren(this=total))
+
+        def _signed_interval_part_ahead(self) -> bool:
+            """`- 30 SECONDS` right after an interval literal: Spark reads it as one more part."""
+            ahead = self._tokens[self._index : self._index + 3]
+            return (len(ahead) == 3 and ahead[0].token_type == TokenType.DASH
+                    and ahead[1].token_type in (TokenType.NUMBER, TokenType.STRING)
+                    and ahead[2].text.upper() in _INTERVAL_PART_UNITS)
+
 
 DIALECT = SqlflowSpark
+
+# The units of Spark's multi-unit interval literal (`multiUnitsInterval`), singular and plural.
+_INTERVAL_PART_UNITS = {u + s for u in ("YEAR", "MONTH", "WEEK", "DAY", "HOUR", "MINUTE", "SECOND",
+                                        "MILLISECOND", "MICROSECOND") for s in ("", "S")}
 
 
 def parse(

@@ -134,6 +134,14 @@ def test_same_plan_as_the_hand_written_join(tmp_path, join_type, mode):
     ("0 microseconds", "20 minute",
      "i.req_id = c.req_id AND i.ad_id = c.ad_id "
      "AND i.imp_ts >= c.click_ts - INTERVAL 20 MINUTES AND i.imp_ts <= c.click_ts"),
+
+    # several parts add up, as Spark reads the string literal the macro writes
+    ("-3 minutes -30 seconds", "1 hour 2 minutes 3 seconds 4 milliseconds 5 microseconds",
+     "i.req_id = c.req_id AND i.ad_id = c.ad_id AND c.click_ts BETWEEN "
+     "i.imp_ts - INTERVAL 210 SECONDS AND i.imp_ts + INTERVAL 3723004005 MICROSECONDS"),
+    ("0 minutes 0 seconds", "20 minutes 0 seconds",
+     "i.req_id = c.req_id AND i.ad_id = c.ad_id "
+     "AND c.click_ts BETWEEN i.imp_ts AND i.imp_ts + INTERVAL 20 MINUTES"),
 ])
 def test_same_plan_whatever_the_spelling_of_the_bounds(tmp_path, lower, upper, condition, mode):
     assert_same_plan(tmp_path, call("left", lower, upper), hand("LEFT JOIN", condition), mode,
@@ -196,13 +204,18 @@ def test_swapped_bounds_get_the_compilers_empty_range_warning_at_the_call(tmp_pa
     (call(keys="[['req_id']]"), "key `['req_id']` is neither a column name nor a "
                                 "[left_col, right_col] pair"),
     (call(keys="[['a', 'b', 'c']]"), "is neither a column name nor a [left_col, right_col] pair"),
-    (call(upper="20"), "interval_join: `upper` must be a duration '<integer> <unit>', unit one of "
-                       "microseconds, milliseconds, seconds, minutes, hours, days, e.g. "
-                       "'20 minutes', '0 seconds' or '-20 minutes' (got: 20)"),
+    (call(upper="20"), "interval_join: `upper` must be a duration '<integer> <unit>' (one or more "
+                       "such parts), unit one of microseconds, milliseconds, seconds, minutes, "
+                       "hours, days, e.g. '20 minutes', '3 minutes 30 seconds', '0 seconds' or "
+                       "'-20 minutes' (got: 20)"),
     (call(upper="1 month"), "`upper` must be a duration"),
     (call(upper="20 mins"), "`upper` must be a duration"),
     (call(lower="1.5 seconds"), "`lower` must be a duration"),
-    (call(lower="-1 hour 30 minutes"), "`lower` must be a duration"),
+    (call(lower="-1 hour 30 minutes"), "interval_join: `lower` mixes signs (got: -1 hour 30 "
+                                       "minutes); Spark applies each part's own sign"),
+    (call(upper="1 hour -30 minutes"), "`upper` mixes signs"),
+    (call(upper="3 minutes 1 month"), "`upper` must be a duration"),
+    (call(upper="3 minutes and 30 seconds"), "`upper` must be a duration"),
     (call().replace("source('ods', 'clicks')", "'ods.clicks'"),
      "`right` must be a ref() or source() value, e.g. ref('stg_ad_clicks') (got: ods.clicks)"),
     (call().replace("left_time='imp_ts'", "left_time=''"), "`left_time` must be a name"),

@@ -11,7 +11,8 @@ import pytest
 
 from sqlflow.compiler import compile_project
 from sqlflow.planning.plan import RoutedPlan, StreamPlan
-from sqlflow.runtime.refresh import checkpoint_dir, full_refresh
+from sqlflow.runtime.query import checkpoint_dir
+from sqlflow.runtime.refresh import full_refresh
 
 ROOT = Path(__file__).resolve().parents[2]
 

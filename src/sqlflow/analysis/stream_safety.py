@@ -53,6 +53,15 @@ def stream_findings(ir: ModelIR) -> list[tuple[Location | None, str, str]]:
     for join in ir.joins:
         if join.kind == "invalid":
             out.append((join.location, join.reason + _where(join.scope), join.fix))
+        elif join.kind == "interval" and join.join_type == "full" and _self_join(ir, join):
+            out.append((join.location,
+                        f"FULL interval join of `{_relation(ir, join.left_alias, join.scope)}` with "
+                        f"itself (`{join.left_alias}` and `{join.right_alias}`): both of its preserved "
+                        f"sides are one input, whose unmatched rows a stream cannot pad twice"
+                        + _where(join.scope),
+                        f"read one side through a model of its own (e.g. a staging model over "
+                        f"the same source), or use a LEFT JOIN if the unmatched rows of "
+                        f"`{join.right_alias}` are not needed"))
     for agg in ir.aggregations:
         if agg.streaming and agg.kind == "unbounded":
             out.append((agg.location, agg.reason, agg.fix))
@@ -63,6 +72,17 @@ def stream_findings(ir: ModelIR) -> list[tuple[Location | None, str, str]]:
         if clause.streaming:
             out.append((clause.location, _clause_message(clause), clause.fix))
     return out
+
+
+def _relation(ir: ModelIR, alias: str, scope: str) -> str | None:
+    found = [r.input.relation for r in ir.reads if r.alias == alias and r.scope == scope]
+    return found[0] if found else None
+
+
+def _self_join(ir: ModelIR, join) -> bool:
+    """Both sides of `join` read the same input (a self join: docs/semantics.md)."""
+    left = _relation(ir, join.left_alias, join.scope)
+    return left is not None and left == _relation(ir, join.right_alias, join.scope)
 
 
 def _call_message(call: CallIR) -> str:

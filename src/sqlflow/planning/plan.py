@@ -242,8 +242,11 @@ def _fields(value: Any) -> Any:
 
 
 def spark_sql(tree: exp.Expression) -> str:
-    """The Spark SQL text of a tree, formatted the same way in every plan."""
-    return tree.sql(dialect=DIALECT, pretty=True)
+    """The Spark SQL text of a tree, formatted the same way in every plan; constant intervals
+    in time arithmetic as single literals (`sqlflow.planning.interval_sql`)."""
+    from sqlflow.planning.interval_sql import normalize_intervals
+
+    return normalize_intervals(tree).sql(dialect=DIALECT, pretty=True)
 
 
 def view_name(prefix: str, relation: str) -> str:

@@ -130,13 +130,17 @@ def _prune_ranges(ir: ModelIR, joins) -> dict[str, tuple[PruneRange, ...]]:
 
     out: dict[str, list[PruneRange]] = {}
     for j in joins:
-        if j.kind != "interval" or j.interval is None or not j.interval.bounded or j.interval.empty:
+        if j.kind != "interval" or j.interval is None or not j.interval.bounded:
             continue
         b = j.interval
         left, right = _rel(ir, j.left_alias, j), _rel(ir, j.right_alias, j)
         if left is None or right is None:
             continue  # a side read through a CTE or subquery: its older rows are read unpruned
-        ranges = pruning_ranges((b.left_time, b.right_time, b.lower_us, b.upper_us))
+        # An empty range (lower above upper) matches nothing: its ranges are those of the point
+        # `lower`, which read few old rows and close a padded row once `t + lower` is past, as
+        # for any other bound (docs/semantics.md, "Outer interval joins in stream mode").
+        upper = max(b.lower_us, b.upper_us)
+        ranges = pruning_ranges((b.left_time, b.right_time, b.lower_us, upper))
         for rel, other, m in ((left, right, ranges.old_left), (right, left, ranges.old_right)):
             out.setdefault(rel, []).append(PruneRange(m.column, other, m.by, m.lower_us, m.upper_us))
     return {k: tuple(v) for k, v in out.items()}

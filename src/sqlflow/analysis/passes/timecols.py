@@ -142,19 +142,36 @@ def interval_us(node: exp.Expr | None) -> int | None:
         return _make_interval_us(node)
     if isinstance(node, exp.Anonymous) and node.name.lower() == "make_dt_interval":
         units = ["DAY", "HOUR", "MINUTE", "SECOND"]
-        parts = [(_int_literal(a), u) for a, u in zip(node.expressions, units)]
+        parts = [(_number_literal(a) if u == "SECOND" else _int_literal(a), u)
+                 for a, u in zip(node.expressions, units)]
         if any(v is None for v, _ in parts):
             return None
-        return sum(int(v) * UNIT_US[u] for v, u in parts)  # type: ignore[arg-type]
+        total = sum((Decimal(v) * UNIT_US[u] for v, u in parts), Decimal(0))  # type: ignore[arg-type]
+        return _exact(total, node.sql(dialect=DIALECT))
+    return None
+
+
+def _number_literal(node: exp.Expr) -> Decimal | None:
+    """A constant number, signed and fractional (`30.5`, `-2`), exactly; None otherwise."""
+    if isinstance(node, exp.Neg):
+        inner = _number_literal(node.this)
+        return -inner if inner is not None else None
+    if isinstance(node, exp.Paren):
+        return _number_literal(node.this)
+    if isinstance(node, exp.Literal) and re.fullmatch(r"[+-]?(\d+(\.\d*)?|\.\d+)", node.name):
+        return Decimal(node.name)
     return None
 
 
 def _make_interval_us(node: exp.MakeInterval) -> int | None:
-    total = 0
+    """`make_interval(years, months, weeks, days, hours, mins, secs)`: secs may have a fraction
+    (Spark reads it as a decimal to the microsecond), the other fields are whole numbers."""
+    spelled = node.sql(dialect=DIALECT)
+    total = Decimal(0)
     for key, value in node.args.items():
         if value is None:
             continue
-        n = _int_literal(value)
+        n = _number_literal(value) if key == "second" else _int_literal(value)
         if n is None:
             return None
         if key in ("year", "month"):
@@ -162,7 +179,7 @@ def _make_interval_us(node: exp.MakeInterval) -> int | None:
                 raise IntervalError("`make_interval` with months or years has no fixed length")
             continue
         total += n * UNIT_US[key.upper()]
-    return total
+    return _exact(total, spelled)
 
 
 @dataclass(frozen=True)

@@ -103,7 +103,8 @@ def delta_rewrite(query: exp.Query, streams: Mapping[str, DeltaBinding]) -> exp.
 
 
 def padding_query(
-    query: exp.Query, streams: Mapping[str, DeltaBinding], outer: str, pending_view: str
+    query: exp.Query, streams: Mapping[str, DeltaBinding], outer: str, pending_view: str,
+    *, occurrence: int | None = None,
 ) -> exp.Query:
     """The rows of the preserved side `outer` that match nothing, padded with NULLs.
 
@@ -112,6 +113,8 @@ def padding_query(
     read from `pending_view`, the rows the runtime has closed; one is emitted iff no row of
     the other side's full table (old UNION ALL delta) satisfies the ON clause. Filters,
     projections and static joins apply as written, so a padded row is the batch query's.
+    A self join (both occurrences read one input) names the preserved one by `occurrence`,
+    its index among the stream tables in the order the query reads them.
     """
     tree, bindings = _prepare(query, streams, inline_all=True)
     if len(bindings) != 2:
@@ -119,9 +122,12 @@ def padding_query(
     named = {k.lower(): b for k, b in streams.items()}
     named.update({b.alias_or_table.lower(): b for b in streams.values()})
     padded = named.get(outer.lower())
-    if padded not in bindings or bindings[0] == bindings[1]:
+    if bindings[0] is bindings[1] and padded is bindings[0] and occurrence in (0, 1):
+        o = occurrence
+    elif padded not in bindings or bindings[0] is bindings[1]:
         raise DeltaRuleError(f"`{outer}` is not exactly one of the query's two stream inputs")
-    o = bindings.index(padded)
+    else:
+        o = bindings.index(padded)
     outer_t, inner_t = occurrences(tree)[o], occurrences(tree)[1 - o]
     select, srcs, a, b = _joined_in(outer_t, inner_t)
     join = select.args["joins"][max(a, b) - 1]
@@ -167,8 +173,11 @@ def padding_queries(
                 "FULL": before + occurrences(join.this)}[join.side.upper()]
         for table in kept:
             key = key_of[id(bindings[table.meta[MARK]])]
+            if key in out:  # a FULL self join pads both occurrences of one input
+                raise DeltaRuleError(f"a FULL JOIN of `{key}` with itself cannot be padded",
+                                     hint="write it as a LEFT JOIN")
             view = (pending_views or {}).get(key, f"{streams[key].delta_view}_pending")
-            out[key] = padding_query(query, streams, key, view)
+            out[key] = padding_query(query, streams, key, view, occurrence=table.meta[MARK])
     return out
 
 

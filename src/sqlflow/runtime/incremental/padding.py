@@ -89,9 +89,15 @@ def sides(plan: StreamPlan) -> list[Side]:
     out = []
     for rel, sql in zip(preserved, plan.padding_sql):
         p = by_rel[rel]
-        o = next(b for b in plan.sources if b.read == "stream" and b.relation != rel and b.old_view)
-        r = next(r for r in o.prune if r.other == rel)
-        out.append(Side(p, o, sql, r.upper_us, r.lower_us))
+        others = [b for b in plan.sources if b.read == "stream" and b.relation != rel and b.old_view]
+        # a self join (two aliases of one input): O is P's own input, and its prune ranges
+        # against itself are both directions of the bound; their hull is safe for either
+        # preserved alias (rows close no earlier than the bound allows)
+        o = others[0] if others else p
+        ranges = [r for r in o.prune if r.other == rel]
+        if not ranges:
+            raise ValueError(f"no time range between `{o.relation}` and `{rel}` in the plan")
+        out.append(Side(p, o, sql, max(r.upper_us for r in ranges), min(r.lower_us for r in ranges)))
     return out
 
 
