@@ -96,7 +96,7 @@ _NOT_AFTER_COMMA = {TokenType.COMMA, TokenType.FROM, TokenType.R_PAREN, TokenTyp
 
 def _refuse_stray_commas(tokens: list[Token], path: str,
                          locate: t.Callable[[int, int], Location] | None) -> None:
-    for comma, after in zip(tokens, tokens[1:] + [None]):
+    for comma, after in zip(tokens, tokens[1:] + [None], strict=True):
         if comma.token_type == TokenType.COMMA and (after is None or after.token_type in _NOT_AFTER_COMMA):
             where = locate(comma.line, comma.col) if locate else Location(path, comma.line, comma.col)
             follow = f"before `{after.text}`" if after is not None else "at the end"

@@ -196,7 +196,7 @@ def _routed_plan(result: Any, group: str, members: list[str],
                                    config.target_file_size or DEFAULT_TARGET_FILE_SIZE,
                                    config.max_files_per_partition, source_map=plan.source_map))
     shared = share_calls([t.sql for t in targets])
-    targets = [dataclasses.replace(t, shared_sql=sql) for t, sql in zip(targets, shared.sql)]
+    targets = [dataclasses.replace(t, shared_sql=sql) for t, sql in zip(targets, shared.sql, strict=False)]
     stream = isinstance(first, StreamPlan)
     return RoutedPlan(
         model=group, path=first.path, materialized=first.materialized, mode=result.mode,

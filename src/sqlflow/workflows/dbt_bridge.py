@@ -62,7 +62,7 @@ def run_dbt(ctx: Context, args: list[str]):
         raise SqlflowError("no dbt command given", hint="e.g. `sqlflow dbt run`")
     from dbt.cli.main import dbtRunner
 
-    ctx.spark  # build the session (and register UDFs) before dbt asks for one
+    _ = ctx.spark  # build the session (and register UDFs) before dbt asks for one
     if args[0] in _BUILDS:
         sync_ready_markers(ctx)
     result = dbtRunner().invoke(dbt_args(ctx, args))

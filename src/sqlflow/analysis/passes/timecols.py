@@ -89,7 +89,7 @@ def _span_us(text: str, first: str, last: str, spelled: str) -> int:
     fields = re.split(r"[ :]", text.lstrip("+-"))
     if len(fields) != len(units):
         raise IntervalError(f"`{spelled}` does not match {first} TO {last}")
-    total = sum(_decimal(f, spelled) * UNIT_US[u] for f, u in zip(fields, units))
+    total = sum(_decimal(f, spelled) * UNIT_US[u] for f, u in zip(fields, units, strict=True))
     return sign * _exact(total, spelled)
 
 
@@ -142,7 +142,7 @@ def interval_us(node: exp.Expr | None) -> int | None:
         return _make_interval_us(node)
     if isinstance(node, exp.Anonymous) and node.name.lower() == "make_dt_interval":
         units = ["DAY", "HOUR", "MINUTE", "SECOND"]
-        parts = [(_int_literal(a), u) for a, u in zip(node.expressions, units)]
+        parts = [(_int_literal(a), u) for a, u in zip(node.expressions, units, strict=False)]
         if any(v is None for v, _ in parts):
             return None
         return sum(int(v) * UNIT_US[u] for v, u in parts)  # type: ignore[arg-type]

@@ -79,7 +79,7 @@ def _subquery_dedup(facts: ScopeFacts, info: ScopeInfo, alias: str) -> bool:
     for parent, source in readers:
         where = parent.select.args.get("where") if parent.select is not None else None
         conds = conjuncts(where.this) if where is not None else []
-        hit = lambda x: (isinstance(x, exp.Column) and x.name == alias  # noqa: E731
+        hit = lambda x, parent=parent, source=source: (isinstance(x, exp.Column) and x.name == alias  # noqa: E731
                          and facts.resolve(parent, x).alias == source)
         if not any(_is_first(c, hit) for c in conds):
             return False

@@ -87,7 +87,7 @@ def sides(plan: StreamPlan) -> list[Side]:
     preserved = sorted(b.relation for b in plan.sources if b.pending_view)
     by_rel = {b.relation: b for b in plan.sources}
     out = []
-    for rel, sql in zip(preserved, plan.padding_sql):
+    for rel, sql in zip(preserved, plan.padding_sql, strict=False):
         p = by_rel[rel]
         o = next(b for b in plan.sources if b.read == "stream" and b.relation != rel and b.old_view)
         r = next(r for r in o.prune if r.other == rel)

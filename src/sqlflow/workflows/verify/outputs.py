@@ -102,7 +102,7 @@ def commit_problems(spark: SparkSession, batch: Any, stream: Any) -> tuple[str, 
     if not isinstance(stream, RoutedPlan):
         return ()
     pairs = [(t.model, b.sink.table.lower(), t.sink.table.lower())
-             for b, t in zip(batch.targets, stream.targets)]
+             for b, t in zip(batch.targets, stream.targets, strict=False)]
     tables = [name for _, b, s in pairs for name in (b, s)]
     got: dict[str, set[str]] = {}
     for r in (commitlog.read(spark).where((F.col("kind") == "commit") & F.col("table").isin(tables))

@@ -275,7 +275,7 @@ def _stream_run(ctx, batch: Any, plan: Plan, run: int, runs: int, rnd: random.Ra
             a.release()
     rename = {copies[r]: r for r in copies}
     diffs, problems = (), commit_problems(spark, batch, stream)
-    for want, got in zip(outputs(batch), outputs(stream)):
+    for want, got in zip(outputs(batch), outputs(stream), strict=False):
         d, p = compare(spark, want.table, got.table, want.partition_by, table=want.name,
                        drop=("origin",) if want.quarantine else (),
                        rename_input=rename if want.quarantine else None)
@@ -368,7 +368,7 @@ def split_rounds(commits: list[Any], rnd: random.Random, max_rounds: int) -> lis
         return [[]]
     k = rnd.randint(1, max(1, min(max_rounds, len(commits))))
     cuts = sorted(rnd.sample(range(1, len(commits)), k - 1))
-    return [commits[a:b] for a, b in zip([0, *cuts], [*cuts, len(commits)])]
+    return [commits[a:b] for a, b in zip([0, *cuts], [*cuts, len(commits)], strict=True)]
 
 
 # --- helpers --------------------------------------------------------------------------------------
