@@ -21,6 +21,7 @@ import typing as t
 from sqlglot import exp
 from sqlglot.dialects.spark import Spark
 from sqlglot.errors import ParseError, TokenError
+from sqlglot.parsers.spark import SparkParser
 from sqlglot.tokens import Token, TokenType
 
 from sqlflow.errors import Location, SqlflowError
@@ -31,7 +32,7 @@ class SqlflowSpark(Spark):
     `GROUP BY window(ts, '1 hour')` read as Spark reads it (sqlglot 30.30 stops a GROUP BY at a
     leading `window` token, taking it for a `WINDOW w AS (...)` clause)."""
 
-    class Parser(Spark.Parser):
+    class Parser(SparkParser):  # Spark.Parser, which mypy sees only as a class attribute
         def _parse_function_call(self, *args: t.Any, **kwargs: t.Any) -> exp.Expr | None:
             token = self._curr
             node = super()._parse_function_call(*args, **kwargs)
@@ -45,7 +46,8 @@ class SqlflowSpark(Spark):
             if ahead != [TokenType.WINDOW, TokenType.L_PAREN]:
                 return super()._parse_group(skip_group_by_token)
             # Shadow the class set on this parser instance only, for this one clause.
-            self.QUERY_MODIFIER_TOKENS = type(self).QUERY_MODIFIER_TOKENS - {TokenType.WINDOW}
+            # sqlglot types it a ClassVar; the instance attribute shadows it on purpose
+            self.QUERY_MODIFIER_TOKENS = type(self).QUERY_MODIFIER_TOKENS - {TokenType.WINDOW}  # type: ignore[misc]
             try:
                 return super()._parse_group(skip_group_by_token)
             finally:
