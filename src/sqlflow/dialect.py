@@ -47,7 +47,8 @@ class SqlflowSpark(Spark):
                 return super()._parse_group(skip_group_by_token)
             # Shadow the class set on this parser instance only, for this one clause.
             # sqlglot types it a ClassVar; the instance attribute shadows it on purpose
-            self.QUERY_MODIFIER_TOKENS = type(self).QUERY_MODIFIER_TOKENS - {TokenType.WINDOW}  # type: ignore[misc]
+            without = type(self).QUERY_MODIFIER_TOKENS - {TokenType.WINDOW}
+            self.QUERY_MODIFIER_TOKENS = without  # type: ignore[misc]
             try:
                 return super()._parse_group(skip_group_by_token)
             finally:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Literal
 
 import click
 
@@ -64,7 +65,8 @@ def demo_generate(rows: int | None, seed: int | None, days: int | None) -> None:
 @click.option("--format", "fmt", type=click.Choice(["sql", "json"]), default="sql", help="What to print.")
 @click.option("--vars", "vars_text", default=None, help="YAML mapping of vars, overriding dbt_project.yml.")
 @error_handler
-def compile_cmd(mode: str, select: tuple[str, ...], fmt: str, vars_text: str | None) -> None:
+def compile_cmd(mode: Literal["stream", "batch"], select: tuple[str, ...], fmt: str,
+                vars_text: str | None) -> None:
     """Compile models to Spark plans; print them and write target/sqlflow/<mode>/<model>.sql|json."""
     from sqlflow.compiler import compile_project, plan_json_text, plan_sql_text, write_artifacts
 
@@ -100,7 +102,7 @@ def compile_cmd(mode: str, select: tuple[str, ...], fmt: str, vars_text: str | N
               help="Stream mode: drop each selected stream model's tables (sink, quarantine; a "
                    "routed group: every target) and its checkpoint, and rebuild them from a new query.")
 @error_handler
-def run_cmd(mode: str, trigger: str | None, start, end, select: tuple[str, ...],
+def run_cmd(mode: Literal["stream", "batch"], trigger: str | None, start, end, select: tuple[str, ...],
             vars_text: str | None, full_refresh: bool) -> None:
     """Run models in dependency order and print what each wrote and quarantined.
 

@@ -36,8 +36,9 @@ from sqlglot import exp
 
 from sqlflow.project.config import ByteSize, parse_size
 from sqlflow.errors import Diagnostic, Location
+from sqlflow.analysis.ir import ModelIR
 from sqlflow.planning.plan import (
-    STATE_DIR, BatchPlan, RouteCommit, RoutedPlan, RouteTarget, StreamPlan, quarantine_table,
+    STATE_DIR, BatchPlan, Plan, RouteCommit, RoutedPlan, RouteTarget, StreamPlan, quarantine_table,
 )
 from sqlflow.planning.shared_calls import share_calls
 
@@ -135,7 +136,7 @@ def route_groups(rendered: dict[str, Any]) -> dict[str, list[str]]:
     return groups
 
 
-def _not_fusable(ir: Any, plan: Any) -> str | None:
+def _not_fusable(ir: ModelIR, plan: Plan) -> str | None:
     """Why a member cannot share its parent's read, or None."""
     if not isinstance(plan, (BatchPlan, StreamPlan)) or plan.materialized != "streaming_table":
         return "is not materialized as `streaming_table`"

@@ -212,7 +212,7 @@ class StreamPlan:
         return _to_dict(self)
 
 
-def _to_dict(plan: Any) -> dict[str, Any]:
+def _to_dict(plan: Plan) -> dict[str, Any]:
     return {"kind": type(plan).__name__, **_fields(plan)}
 
 

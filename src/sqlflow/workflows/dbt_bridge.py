@@ -39,6 +39,7 @@ def sync_ready_markers(ctx: Context) -> list[str]:
     new = []
     for table in marked:
         relation = str(renderer.source_relation(table)).lower()
+        assert table.partition_column and table.ready_marker  # `marked`
         new += [f"{relation}/{table.partition_column}={v}" for v in
                 sync_markers(spark, relation, table.partition_column, table.ready_marker)]
     return new

@@ -200,7 +200,8 @@ class MatchRange:
             return None
         return _add_us(delta_min, self.lower_us), _add_us(delta_max, self.upper_us)
 
-    def predicate(self, delta_min: int | dt.datetime | None, delta_max: int | dt.datetime | None) -> exp.Expression:
+    def predicate(self, delta_min: int | dt.datetime | None,
+                  delta_max: int | dt.datetime | None) -> exp.Expression:
         """The filter to read the old side with: `column BETWEEN lo AND hi`, or FALSE."""
         span = self.bounds(delta_min, delta_max)
         if span is None:

@@ -204,7 +204,8 @@ def idle(prev: Progress, plan_sides: list[Side], idle_sides: set[str]) -> Progre
         if s.other.relation not in idle_sides or f is None:
             continue
         new = f - s.other.allowed_lateness_us - s.upper_us
-        if cutoff.get(s.binding.relation) is None or new > cutoff[s.binding.relation]:
+        old = cutoff.get(s.binding.relation)
+        if old is None or new > old:
             cutoff[s.binding.relation], moved = new, True
     if not moved:
         return None
@@ -238,6 +239,7 @@ def tagged(rows: DataFrame, batch: int) -> DataFrame:
 def newly_closed(rows: DataFrame, side: Side, schema: StructType, prev: Progress,
                  now: Progress) -> DataFrame:
     """`rows` (with the batch column) closed at the step `now` and not before it."""
+    assert side.binding.event_time is not None  # an interval join's side has an event time
     a, t = F.col(state.BATCH_COLUMN), micros_of(schema, side.binding.event_time)
     rel = side.binding.relation
     return rows.where(now.closed_for(rel, a, t) & ~prev.closed_for(rel, a, t))
@@ -266,6 +268,8 @@ def padded(spark: SparkSession, side: Side, pending: DataFrame, other_old: DataF
     """The padded output rows of `pending` (P's rows, input columns) against O's rows
     `other_old` UNION ALL `other_delta`: the plan's padding SQL over those views. The frame is
     analysed at once, so the views can be bound to other rows afterwards."""
+    assert side.binding.pending_view is not None and side.other.old_view is not None  # set by the planner
+    assert side.other.view is not None
     pending.createOrReplaceTempView(side.binding.pending_view)
     other_old.createOrReplaceTempView(side.other.old_view)
     other_delta.createOrReplaceTempView(side.other.view)
@@ -296,6 +300,7 @@ def other_rows(spark: SparkSession, side: Side, tables: dict[str, str],
                schemas: dict[str, StructType], before: int, pending: DataFrame) -> DataFrame:
     """O's rows of batches `< before` that P's `pending` rows can match (pruned by time)."""
     p, o = side.binding, side.other
+    assert p.event_time is not None and o.event_time is not None  # an interval join's sides
     low, high = time_range(pending, schemas[p.relation], p.event_time)
     keep = between(schemas[o.relation], o.event_time,
                    None if low is None else low + side.lower_us,

@@ -49,13 +49,14 @@ import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Literal, Sequence
+from typing import Any, Callable, Literal, Sequence, cast
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from sqlflow.errors import Location, SqlflowError
-from sqlflow.planning.plan import COMMIT_LOG, RoutedPlan, SourceBinding, StreamPlan
+from sqlflow.engine.context import Context
+from sqlflow.planning.plan import COMMIT_LOG, BatchPlan, RoutedPlan, SourceBinding, StreamPlan
 from sqlflow.runtime.delta.sinks import quote
 from sqlflow.workflows.verify.compare import PartitionDiff, compare
 from sqlflow.workflows.verify.outputs import (bind_copy, check_stream, commit_problems, into_scratch, outputs,
@@ -118,7 +119,7 @@ Plan = StreamPlan | RoutedPlan
 
 # --- a project: compile, select, verify each streaming model --------------------------------------
 
-def verify_project(ctx, *, select: Sequence[str] | None = None, runs: int = 3, seed: int = 0,
+def verify_project(ctx: Context, *, select: Sequence[str] | None = None, runs: int = 3, seed: int = 0,
                    order: Order = "auto", keep: bool = False, vars: dict[str, Any] | None = None,
                    progress: Progress | None = None,
                    on_model: Callable[[ModelReport], None] | None = None) -> list[ModelReport]:
@@ -146,7 +147,8 @@ def verify_project(ctx, *, select: Sequence[str] | None = None, runs: int = 3, s
                for m in ([t.model for t in p.targets] if isinstance(p, RoutedPlan) else [p.model])]
     batches = compile_project(ctx.project_dir, mode="batch", select=members, target=ctx.target, vars=vars)
     batches.raise_if_errors()
-    pairs = [(batches.plans[p.model], p) for p in candidates]
+    # batch mode plans no StreamPlan: a model's is a BatchPlan, a group's a RoutedPlan
+    pairs = [(cast("BatchPlan | RoutedPlan", batches.plans[p.model]), p) for p in candidates]
     for batch_plan, stream_plan in pairs:  # every model's inputs, before the first one runs
         check_inputs(ctx.spark, batch_plan, stream_plan)
     reports = []
@@ -159,7 +161,7 @@ def verify_project(ctx, *, select: Sequence[str] | None = None, runs: int = 3, s
     return reports
 
 
-def check_inputs(spark: SparkSession, batch_plan: Any, stream_plan: Plan) -> None:
+def check_inputs(spark: SparkSession, batch_plan: BatchPlan | RoutedPlan, stream_plan: Plan) -> None:
     """Refuse a model that cannot be verified: no stream input, or an input table missing
     (saying what to run first)."""
     where = Location(stream_plan.path)
@@ -181,7 +183,7 @@ def check_inputs(spark: SparkSession, batch_plan: Any, stream_plan: Plan) -> Non
 
 # --- one model ------------------------------------------------------------------------------------
 
-def verify_model(ctx, batch_plan: Any, stream_plan: Plan, *, runs: int = 3,
+def verify_model(ctx: Context, batch_plan: BatchPlan | RoutedPlan, stream_plan: Plan, *, runs: int = 3,
                  seed: int = 0, order: Order = "auto", keep: bool = False, max_chunks: int = 6,
                  max_rounds: int = 3, progress: Progress | None = None) -> ModelReport:
     """Verify one model or routed group; see the module docstring. `max_chunks` bounds the
@@ -231,7 +233,7 @@ def scratch_schema(model: str) -> str:
     return f"sqlflow_verify_{model.lower()}_{uuid.uuid4().hex[:8]}"
 
 
-def drop_scratch(ctx, scratch: str) -> None:
+def drop_scratch(ctx: Context, scratch: str) -> None:
     """Drop the scratch schema, its checkpoints and its tables' commit-log rows (see the
     module docstring)."""
     spark = ctx.spark
@@ -241,7 +243,8 @@ def drop_scratch(ctx, scratch: str) -> None:
     shutil.rmtree(Path(ctx.project_dir) / VERIFY_DIR / scratch, ignore_errors=True)
 
 
-def _stream_run(ctx, batch: Any, plan: Plan, run: int, runs: int, rnd: random.Random,
+def _stream_run(ctx: Context, batch: BatchPlan | RoutedPlan, plan: Plan, run: int, runs: int,
+                rnd: random.Random,
                 order: str, scratch: str, checkpoint: str, versions: dict[str, int | None],
                 max_chunks: int, max_rounds: int, say: Progress) -> RunReport:
     began = time.monotonic()
@@ -257,6 +260,7 @@ def _stream_run(ctx, batch: Any, plan: Plan, run: int, runs: int, rnd: random.Ra
         # rows already closed (a divergence, DESIGN 2.7). Those plans get one run per round.
         closes = bool(plan.padding_sql) or plan.strategy == "stateful"
         rounds = split_rounds(commits, rnd, 1 if closes else max_rounds)
+        stream: Plan
         if isinstance(plan, RoutedPlan):
             stream = into_scratch(plan, scratch, f"run{run}", copies=copies, checkpoint=checkpoint)
         else:
@@ -274,6 +278,7 @@ def _stream_run(ctx, batch: Any, plan: Plan, run: int, runs: int, rnd: random.Ra
         for a in arrivals:
             a.release()
     rename = {copies[r]: r for r in copies}
+    diffs: tuple[PartitionDiff, ...]
     diffs, problems = (), commit_problems(spark, batch, stream)
     for want, got in zip(outputs(batch), outputs(stream), strict=False):
         d, p = compare(spark, want.table, got.table, want.partition_by, table=want.name,
