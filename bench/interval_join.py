@@ -285,13 +285,13 @@ def report(runs: list[Measure], by: dict[str, Measure], every: dict[str, list[Me
 def per_round(console, every: dict[str, list[Measure]], a: str, b: str) -> None:
     """The ratio of `a` over `b` in each round (the same round's two runs), so a reader sees
     whether the fastest rounds' ratio holds round by round or only at its best."""
-    pairs = list(zip(every.get(a, []), every.get(b, [])))
+    pairs = list(zip(every.get(a, []), every.get(b, []), strict=False))
     if len(pairs) < 2:
         return
     ratios = [f"{y.seconds / x.seconds:.2f}x" if not (x.error or y.error) and x.seconds else "n/a"
               for x, y in pairs]
     console.print(f"  per round ({a} s / {b} s): " + ", ".join(
-        f"{x.seconds:.1f}/{y.seconds:.1f} = {r}" for (x, y), r in zip(pairs, ratios)))
+        f"{x.seconds:.1f}/{y.seconds:.1f} = {r}" for (x, y), r in zip(pairs, ratios, strict=True)))
 
 
 def budget(console, by: dict[str, Measure]) -> None:
@@ -392,7 +392,8 @@ def bench(project: Path, args) -> int:
             table = f"{OUT}.{slug}_r{round_}"
             print(f"round {round_}/{args.rounds}: {name}")
             m = timed(Measure(name, table, rows_in), spark,
-                      lambda: run(table, checkpoints / f"{slug}_r{round_}"))
+                      lambda run=run, table=table, slug=slug, round_=round_:
+                      run(table, checkpoints / f"{slug}_r{round_}"))
             print(f"  {m.seconds:.1f}s" + (f"; FAILED: {m.error}" if m.error else f"; {m.rows_out:,} rows out"))
             every.setdefault(name, []).append(m)
             if name not in best or best[name].error or (not m.error and m.seconds < best[name].seconds):

@@ -21,6 +21,7 @@ from sqlflow.analysis.ir import InputRel, ModelIR
 from sqlflow.planning.plan import COMMIT_LOG, Mode, Plan
 from sqlflow.planning.planner import build_plan
 from sqlflow.project.load import Project, load_project
+from sqlflow.project.profiles import Target
 from sqlflow.rendering.render import RenderedModel, render_project
 
 ARTIFACT_DIR = Path("target") / "sqlflow"
@@ -103,6 +104,7 @@ def _inputs(project: Project, models: dict[str, RenderedModel], irs: dict[str, M
     for inp in rendered.inputs:
         relation = str(inp.relation).lower()
         if inp.kind == "source":
+            assert inp.source_name is not None  # a source input names its source
             table = project.source(inp.source_name, inp.name)
             streamable = bool(table and table.event_time and table.kind != "static")
             out[relation] = InputRel(
@@ -167,8 +169,6 @@ def plan_json_text(plan: Plan, ir: ModelIR | None) -> str:
     return json.dumps(data, indent=2, sort_keys=True, default=str) + "\n"
 
 
-def _offline_target():
+def _offline_target() -> Target:
     """A stand-in target for compiling without a profile: schema `dw`, name `local`."""
-    from sqlflow.project.profiles import Target
-
     return Target(name="local", type="spark", method="session", schema="dw")

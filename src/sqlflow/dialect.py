@@ -32,6 +32,7 @@ import typing as t
 from sqlglot import exp
 from sqlglot.dialects.spark import Spark
 from sqlglot.errors import ParseError, TokenError
+from sqlglot.parsers.spark import SparkParser
 from sqlglot.tokens import Token, TokenType
 
 from sqlflow.errors import Location, SqlflowError
@@ -42,7 +43,7 @@ class SqlflowSpark(Spark):
     `GROUP BY window(ts, '1 hour')` read as Spark reads it (sqlglot 30.30 stops a GROUP BY at a
     leading `window` token, taking it for a `WINDOW w AS (...)` clause)."""
 
-    class Parser(Spark.Parser):
+    class Parser(SparkParser):  # Spark.Parser, which mypy sees only as a class attribute
         def _parse_function_call(self, *args: t.Any, **kwargs: t.Any) -> exp.Expr | None:
             token = self._curr
             node = super()._parse_function_call(*args, **kwargs)
@@ -56,14 +57,16 @@ class SqlflowSpark(Spark):
             if ahead != [TokenType.WINDOW, TokenType.L_PAREN]:
                 return super()._parse_group(skip_group_by_token)
             # Shadow the class set on this parser instance only, for this one clause.
-            self.QUERY_MODIFIER_TOKENS = type(self).QUERY_MODIFIER_TOKENS - {TokenType.WINDOW}
+            # sqlglot types it a ClassVar; the instance attribute shadows it on purpose
+            without = type(self).QUERY_MODIFIER_TOKENS - {TokenType.WINDOW}
+            self.QUERY_MODIFIER_TOKENS = without  # type: ignore[misc]
             try:
                 return super()._parse_group(skip_group_by_token)
             finally:
                 del self.QUERY_MODIFIER_TOKENS
 
-        def _parse_interval(self, require_interval: bool = True,
-                            parse_function_unit: bool = True) -> exp.Expr | None:
+        def _parse_interval(  # type: ignore[override]  # a multi-unit literal is one Paren, not an Add
+                self, require_interval: bool = True, parse_function_unit: bool = True) -> exp.Expr | None:
             node = super()._parse_interval(require_interval, parse_function_unit)
             if not require_interval or node is None:
                 return node  # a later part of a multi-unit literal: the first part groups them
@@ -143,7 +146,7 @@ _NOT_AFTER_COMMA = {TokenType.COMMA, TokenType.FROM, TokenType.R_PAREN, TokenTyp
 
 def _refuse_stray_commas(tokens: list[Token], path: str,
                          locate: t.Callable[[int, int], Location] | None) -> None:
-    for comma, after in zip(tokens, tokens[1:] + [None]):
+    for comma, after in zip(tokens, tokens[1:] + [None], strict=True):
         if comma.token_type == TokenType.COMMA and (after is None or after.token_type in _NOT_AFTER_COMMA):
             where = locate(comma.line, comma.col) if locate else Location(path, comma.line, comma.col)
             follow = f"before `{after.text}`" if after is not None else "at the end"

@@ -58,11 +58,11 @@ def test_stream_errors_list_every_problem_with_file_line_col(tmp_path):
     root = project(tmp_path, good=GOOD, bad=BAD)
     res = run(root, "--mode", "stream")
     assert res.exit_code == 1
-    lines = [l for l in res.stderr.splitlines() if l.startswith("models/bad.sql:")]
+    lines = [line for line in res.stderr.splitlines() if line.startswith("models/bad.sql:")]
     assert len(lines) == 3, res.stderr
     assert lines[0].startswith("models/bad.sql:2:18: error: model `bad`: `now()` reads the wall clock")
-    assert any(l.startswith("models/bad.sql:5:1: error: model `bad`: join of two streams `i` and `c`") for l in lines)
-    assert any("ORDER BY" in l and l.startswith("models/bad.sql:6:") for l in lines)
+    assert any(line.startswith("models/bad.sql:5:1: error: model `bad`: join of two streams `i` and `c`") for line in lines)
+    assert any("ORDER BY" in line and line.startswith("models/bad.sql:6:") for line in lines)
     assert "Traceback" not in res.output
 
 

@@ -116,7 +116,7 @@ def test_check_github_format_prints_annotations(tmp_path):
     root = project(tmp_path, **{"bad.sql": UNBOUNDED})
     out = run_cli(root, "check", "--format", "github")
     assert out.exit_code == 1
-    line = next(l for l in out.output.splitlines() if l.startswith("::error"))
+    line = next(ln for ln in out.output.splitlines() if ln.startswith("::error"))
     assert line.startswith("::error file=models/bad.sql,line=4,col=1::model `bad`: join of two")
 
 

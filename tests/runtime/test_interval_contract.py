@@ -96,10 +96,10 @@ def reference(how: str, imps: list[tuple], clicks: list[tuple]) -> Counter:
                 out[(key, ad, t, ckey, cid, ct, day(ct if how == "right" else t))] += 1
     if how == "left":
         out.update((key, ad, t, None, None, None, day(t))
-                   for (key, ad, t, _), hit in zip(imps, imp_matched) if not hit)
+                   for (key, ad, t, _), hit in zip(imps, imp_matched, strict=True) if not hit)
     if how == "right":
         out.update((None, None, None, ckey, cid, ct, day(ct))
-                   for (ckey, cid, ct, _), hit in zip(clicks, click_matched) if not hit)
+                   for (ckey, cid, ct, _), hit in zip(clicks, click_matched, strict=True) if not hit)
     return out
 
 

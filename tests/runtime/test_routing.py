@@ -171,7 +171,7 @@ def expected_closed(rows, closed=True):
 def assert_group_equals_the_batch_plan(spark, s):
     """Backfill the group, then every stream target and the quarantine equal the backfill's."""
     list(run_routed_batch(s.batch, s.batch_plan))
-    for tb, ts in zip(s.batch_plan.targets, s.stream_plan.targets):
+    for tb, ts in zip(s.batch_plan.targets, s.stream_plan.targets, strict=False):
         assert spark.table(tb.sink.table).count() > 0
         assert_same(spark, ts.sink.table, tb.sink.table)
     assert_same(spark, s.stream_plan.quarantine, s.batch_plan.quarantine, drop=("origin",))

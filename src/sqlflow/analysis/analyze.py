@@ -44,7 +44,7 @@ from dataclasses import replace
 
 from sqlglot import exp
 from sqlglot.errors import OptimizeError
-from sqlglot.optimizer.scope import walk_in_scope
+from sqlglot.optimizer.scope import Scope, walk_in_scope
 
 from sqlflow.analysis.passes.aggregates import aggregations
 from sqlflow.analysis.passes.clauses import clauses
@@ -137,7 +137,7 @@ def _run_passes(facts: ScopeFacts, pos: Positions) -> dict[str, list]:
 
 def _source_order(facts: ScopeFacts) -> list:
     """Scopes in the order their SQL appears (CTEs first, as written), for stable output."""
-    def key(scope):
+    def key(scope: Scope) -> tuple[int, bool]:
         start = min((n.meta["start"] for n in scope.expression.walk() if "start" in n.meta), default=0)
         return (start, scope.is_root)
     return sorted(facts.scopes, key=key)
@@ -149,7 +149,7 @@ def _calls(ast: exp.Expr, facts: ScopeFacts, pos: Positions, streaming: bool) ->
         for node in walk_in_scope(scope.expression):
             owner.setdefault(id(node), facts.info(scope))
 
-    def scope_of(node: exp.Expr) -> tuple[str, bool]:
+    def scope_of(node: exp.Expr | None) -> tuple[str, bool]:
         while node is not None and id(node) not in owner:
             node = node.parent
         info = owner.get(id(node)) if node is not None else None

@@ -20,7 +20,7 @@ the query does not produce (error), and a table that is neither a ref nor a sour
 from __future__ import annotations
 
 from sqlflow.errors import Diagnostic, DiagnosticSink, Location, did_you_mean
-from sqlflow.analysis.ir import CallIR, ClauseIR, Mode, ModelIR, WindowFnIR
+from sqlflow.analysis.ir import CallIR, ClauseIR, JoinIR, Mode, ModelIR, WindowFnIR
 
 _CALL_WHAT = {
     "random": "is not deterministic",
@@ -79,7 +79,7 @@ def _relation(ir: ModelIR, alias: str, scope: str) -> str | None:
     return found[0] if found else None
 
 
-def _self_join(ir: ModelIR, join) -> bool:
+def _self_join(ir: ModelIR, join: JoinIR) -> bool:
     """Both sides of `join` read the same input (a self join: docs/semantics.md)."""
     left = _relation(ir, join.left_alias, join.scope)
     return left is not None and left == _relation(ir, join.right_alias, join.scope)

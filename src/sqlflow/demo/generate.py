@@ -100,9 +100,9 @@ def generate(
     newest = all_days[-1]
     written = {"dim_ad": all_days, "dim_user": [d for d in all_days if d != newest]}
     ready = {"dim_ad": [d for d in all_days if d != newest], "dim_user": written["dim_user"]}
-    for name, build in (("dim_ad", dims.dim_ad), ("dim_user", dims.dim_user)):
+    for name, build_dim in (("dim_ad", dims.dim_ad), ("dim_user", dims.dim_user)):
         table = f"{dim_schema}.{name}"
-        count = _write(build(spark, scale, written[name]), table, ("dt",))
+        count = _write(build_dim(spark, scale, written[name]), table, ("dt",))
         location = table_location(spark, table)
         clear_ready(spark, location, "dt")  # none after a fresh write, unless the drop kept files
         for day in ready[name]:

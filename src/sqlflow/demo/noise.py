@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 from pyspark.sql import Column
 from pyspark.sql import functions as F
@@ -44,6 +45,7 @@ def weighted(u: Column, weights: Mapping | Sequence[float]) -> Column:
     """A key of `weights` (or an index of a weight list) with probability proportional to its weight."""
     items = list(weights.items()) if isinstance(weights, Mapping) else list(enumerate(weights))
     total = float(sum(w for _, w in items))
+    expr: Any  # the functions module, then a Column
     expr, acc = F, 0.0  # F.when starts the CASE chain, Column.when extends it
     for value, w in items[:-1]:
         acc += w / total

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import date
+from typing import Any
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -77,6 +78,7 @@ def _hashed_id(s: Scale, prefix: str) -> Column:
 
 def _bands(u: Column, kinds: list[tuple[str, float]]) -> Column:
     """The first kind whose cumulative rate band holds u, else CLEAN: defects never overlap."""
+    expr: Any  # the functions module, then a Column
     expr, acc = F, 0.0  # F.when starts the CASE chain, Column.when extends it
     for kind, rate in kinds:
         acc += rate

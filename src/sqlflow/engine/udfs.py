@@ -61,6 +61,7 @@ def _import(path: Path, project_dir: Path):
     if mod_name in sys.modules and getattr(sys.modules[mod_name], "__file__", None) == str(path):
         return sys.modules[mod_name]
     spec = importlib.util.spec_from_file_location(mod_name, path)
+    assert spec is not None and spec.loader is not None  # a .py file has a source loader
     module = importlib.util.module_from_spec(spec)
     try:
         spec.loader.exec_module(module)

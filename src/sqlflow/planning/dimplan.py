@@ -69,7 +69,7 @@ def _ready(d: DimJoinIR, views: dict[str, str]) -> exp.Expr:
     return bind_relations(ready, views)
 
 
-def _days(joins: list[DimJoinIR], fact_table: exp.Table, where: exp.Expr | None,
+def _days(joins: list[DimJoinIR], fact_table: exp.Expr, where: exp.Expr | None,
           views: dict[str, str]) -> exp.Select:
     """Distinct (`__sqlflow_d<i>`, `__sqlflow_p<i>`) over the fact rows: per dim join its fact
     date and its chosen partition (NULL: none ready)."""
@@ -85,7 +85,7 @@ def _days(joins: list[DimJoinIR], fact_table: exp.Table, where: exp.Expr | None,
     return q
 
 
-def _missing(joins: list[DimJoinIR], fact_table: exp.Table, fact_alias: str,
+def _missing(joins: list[DimJoinIR], fact_table: exp.Expr, fact_alias: str,
              where: exp.Expr | None, views: dict[str, str]) -> str | None:
     inner = [(i, d) for i, d in enumerate(joins) if d.join_type == "inner"]
     if not inner:

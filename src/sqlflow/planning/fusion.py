@@ -36,8 +36,9 @@ from sqlglot import exp
 
 from sqlflow.project.config import ByteSize, parse_size
 from sqlflow.errors import Diagnostic, Location
+from sqlflow.analysis.ir import ModelIR
 from sqlflow.planning.plan import (
-    BatchPlan, RouteCommit, RoutedPlan, RouteTarget, StreamPlan, quarantine_table,
+    BatchPlan, Plan, RouteCommit, RoutedPlan, RouteTarget, StreamPlan, quarantine_table,
 )
 from sqlflow.planning.shared_calls import share_calls
 from sqlflow.project.runmode import AVAILABLE_NOW, STATE_DIR
@@ -136,7 +137,7 @@ def route_groups(rendered: dict[str, Any]) -> dict[str, list[str]]:
     return groups
 
 
-def _not_fusable(ir: Any, plan: Any) -> str | None:
+def _not_fusable(ir: ModelIR, plan: Plan) -> str | None:
     """Why a member cannot share its parent's read, or None."""
     if not isinstance(plan, (BatchPlan, StreamPlan)) or plan.materialized != "streaming_table":
         return "is not materialized as `streaming_table`"
@@ -197,7 +198,7 @@ def _routed_plan(result: Any, group: str, members: list[str],
                                    config.target_file_size or DEFAULT_TARGET_FILE_SIZE,
                                    config.max_files_per_partition, source_map=plan.source_map))
     shared = share_calls([t.sql for t in targets])
-    targets = [dataclasses.replace(t, shared_sql=sql) for t, sql in zip(targets, shared.sql)]
+    targets = [dataclasses.replace(t, shared_sql=sql) for t, sql in zip(targets, shared.sql, strict=False)]
     stream = isinstance(first, StreamPlan)
     return RoutedPlan(
         model=group, path=first.path, materialized=first.materialized, mode=result.mode,

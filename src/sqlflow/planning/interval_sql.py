@@ -52,6 +52,7 @@ def _normalize(node: exp.Expr) -> exp.Expr:
     side, us = ("this", this) if this is not None else ("expression", other)
     if _single_literal(node.args[side]):
         return node
+    assert us is not None  # exactly one side is a constant
     node.set(side, interval_literal(us))
     return node
 

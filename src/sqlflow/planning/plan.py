@@ -28,6 +28,7 @@ from sqlflow.project.runmode import AVAILABLE_NOW, Mode
 from sqlflow.rendering.sourcemap import SourceMap
 
 PlanKind = Literal["batch", "stream", "routed"]
+Write = Literal["overwrite_partitions", "append_once", "replace", "view"]  # how a Sink writes
 COMMIT_LOG = "sqlflow.commit_log"  # docs/design.md §2.5; `dim_join` reads READY from it
 
 
@@ -139,7 +140,7 @@ class Sink:
     `view`: a view over the SQL."""
 
     table: str
-    write: Literal["overwrite_partitions", "append_once", "replace", "view"]
+    write: Write
     partition_by: tuple[str, ...] = ()
     checkpoint: str | None = None
     file_format: str = "delta"
@@ -165,7 +166,7 @@ class BatchPlan:
     event_time: str | None = None
     backfill_margin_us: int | None = None
     dim: DimPlan | None = None
-    mode: Mode = "batch"
+    mode: Literal["batch"] = "batch"
     warnings: tuple[str, ...] = ()
     source_map: SourceMap | None = source_map_field()
 
@@ -224,7 +225,7 @@ class StreamPlan:
         return _to_dict(self)
 
 
-def _to_dict(plan: Any) -> dict[str, Any]:
+def _to_dict(plan: Plan) -> dict[str, Any]:
     return {"kind": type(plan).__name__, **_fields(plan)}
 
 
@@ -241,7 +242,7 @@ def _fields(value: Any) -> Any:
     return value
 
 
-def spark_sql(tree: exp.Expression) -> str:
+def spark_sql(tree: exp.Expr) -> str:
     """The Spark SQL text of a tree, formatted the same way in every plan; constant intervals
     in time arithmetic as single literals (`sqlflow.planning.interval_sql`)."""
     from sqlflow.planning.interval_sql import normalize_intervals
@@ -273,14 +274,14 @@ def stream_joins(ir: ModelIR) -> list[JoinIR]:
     return [j for j in ir.joins if j.left_streaming and j.right_streaming]
 
 
-def bind_relations(tree: exp.Expression, views: dict[str, str]) -> exp.Expression:
+def bind_relations(tree: exp.Expr, views: dict[str, str]) -> exp.Expr:
     """A copy of `tree` whose tables named in `views` read the named view (alias kept).
 
         >>> from sqlflow.dialect import parse
         >>> bind_relations(parse("SELECT a FROM ods.t AS x"), {"ods.t": "v"}).sql()
         'SELECT a FROM v AS x'
     """
-    def swap(node: exp.Expression) -> exp.Expression:
+    def swap(node: exp.Expr) -> exp.Expr:
         if isinstance(node, exp.Table) and _table_key(node) in views:
             return exp.to_table(views[_table_key(node)]).as_(node.alias or node.name)
         return node

@@ -10,16 +10,17 @@ from sqlglot import exp
 
 from sqlflow.project.config import column_list, micros
 from sqlflow.project.runmode import STATE_DIR
-from sqlflow.analysis.ir import InputRel, ModelIR
+from sqlflow.analysis.ir import InputRel, JoinIR, ModelIR
 from sqlflow.planning.plan import (
-    COMMIT_LOG, BatchPlan, Mode, Plan, PruneRange, Sink, SourceBinding, StreamPlan, Watermark,
-    bind_relations, quarantine_table, spark_sql, stream_joins, streams_of, view_name,
+    COMMIT_LOG, BatchPlan, Mode, PruneRange, Sink, SourceBinding, StreamPlan, Watermark,
+    Write, bind_relations, quarantine_table, spark_sql, stream_joins, streams_of, view_name,
 )
 
 DEFAULT_TRIGGER = "10 seconds"
 
 
-def build_plan(rendered: Any, ir: ModelIR, mode: Mode, *, warnings: tuple[str, ...] = ()) -> Plan:
+def build_plan(rendered: Any, ir: ModelIR, mode: Mode, *,
+               warnings: tuple[str, ...] = ()) -> BatchPlan | StreamPlan:
     """The plan of one rendered model in `mode`; `ir` must be analyzed in the same mode.
 
     Only `streaming_table` models stream; every other materialization gets a batch plan in
@@ -36,8 +37,9 @@ def build_plan(rendered: Any, ir: ModelIR, mode: Mode, *, warnings: tuple[str, .
         plan = _stream_plan(rendered, ir, table, partition_by, quarantine, warnings)
         views = {b.relation: b.view for b in plan.sources if b.view}
         return dataclasses.replace(plan, dim=dim_plan(unpinned, views))
-    write = {"streaming_table": "overwrite_partitions", "incremental": "overwrite_partitions",
-             "view": "view"}.get(config.materialized, "replace")
+    writes: dict[str, Write] = {"streaming_table": "overwrite_partitions",
+                                "incremental": "overwrite_partitions", "view": "view"}
+    write = writes.get(config.materialized, "replace")
     if write == "overwrite_partitions" and not partition_by:
         write = "replace"
     sources = tuple(_batch_binding(i) for i in _inputs(ir))
@@ -74,10 +76,11 @@ def _stream_plan(rendered: Any, ir: ModelIR, table: str, partition_by: tuple[str
                 if s.event_time else None)
             for s in streams
         }
-        sql = spark_sql(bind_relations(ir.ast, {r: b.view for r, b in bindings.items()}))
+        sql = spark_sql(bind_relations(ir.ast, {r: b.view for r, b in bindings.items() if b.view}))
         padding: tuple[str, ...] = ()
         flush = sum(max(abs(j.interval.lower_us), abs(j.interval.upper_us)) for j in stream_joins(ir)
-                    if j.interval is not None and j.interval.bounded)
+                    if j.interval is not None  # and bounded:
+                    and j.interval.lower_us is not None and j.interval.upper_us is not None)
     else:
         bindings, sql, padding = _incremental(ir, streams)
         flush = 0
@@ -95,7 +98,8 @@ def _stream_plan(rendered: Any, ir: ModelIR, table: str, partition_by: tuple[str
     )
 
 
-def _incremental(ir: ModelIR, streams: list[InputRel]):
+def _incremental(ir: ModelIR,
+                 streams: list[InputRel]) -> tuple[dict[str, SourceBinding], str, tuple[str, ...]]:
     """Bind streams to micro-batch delta views; joins of streams by the delta rule."""
     from sqlflow.planning.delta.rule import DeltaBinding, delta_rewrite, padding_queries
 
@@ -111,9 +115,10 @@ def _incremental(ir: ModelIR, streams: list[InputRel]):
             prune=prunes.get(s.relation, ()))
         for s in streams
     }
-    deltas = {r: DeltaBinding(r, b.view, b.old_view or b.view) for r, b in bindings.items()}
+    deltas = {r: DeltaBinding(r, b.view, b.old_view or b.view) for r, b in bindings.items() if b.view}
     if not joined:
-        return bindings, spark_sql(bind_relations(ir.ast, {r: b.view for r, b in bindings.items()})), ()
+        views = {r: b.view for r, b in bindings.items() if b.view}
+        return bindings, spark_sql(bind_relations(ir.ast, views)), ()
     rewritten = delta_rewrite(ir.ast, deltas)
     pending = {r: view_name("pending", r) for r in deltas}
     padded = padding_queries(ir.ast, deltas, pending)
@@ -123,7 +128,7 @@ def _incremental(ir: ModelIR, streams: list[InputRel]):
     return bindings, spark_sql(rewritten), padding
 
 
-def _prune_ranges(ir: ModelIR, joins) -> dict[str, tuple[PruneRange, ...]]:
+def _prune_ranges(ir: ModelIR, joins: list[JoinIR]) -> dict[str, tuple[PruneRange, ...]]:
     """For each joined stream, the older rows each other side's new rows can match
     (`delta_rule.pruning_ranges`), named by the relations the runtime reads."""
     from sqlflow.planning.delta.rule import pruning_ranges
@@ -133,6 +138,7 @@ def _prune_ranges(ir: ModelIR, joins) -> dict[str, tuple[PruneRange, ...]]:
         if j.kind != "interval" or j.interval is None or not j.interval.bounded:
             continue
         b = j.interval
+        assert b.lower_us is not None and b.upper_us is not None  # bounded
         left, right = _rel(ir, j.left_alias, j), _rel(ir, j.right_alias, j)
         if left is None or right is None:
             continue  # a side read through a CTE or subquery: its older rows are read unpruned
@@ -146,7 +152,7 @@ def _prune_ranges(ir: ModelIR, joins) -> dict[str, tuple[PruneRange, ...]]:
     return {k: tuple(v) for k, v in out.items()}
 
 
-def _rel(ir: ModelIR, alias: str, join) -> str | None:
+def _rel(ir: ModelIR, alias: str, join: JoinIR) -> str | None:
     """The input relation a join side reads directly; None for a CTE or subquery side."""
     for read in ir.reads:
         if read.alias == alias and read.scope == join.scope:
@@ -219,10 +225,12 @@ def backfill_margin(ir: ModelIR, partition_by: tuple[str, ...]) -> int | None:
     if pending or not set(streams) <= reached:
         return None
     # Bounds add up along a chain of joins; their sum covers every path from the anchor.
-    return sum(max(abs(j.interval.lower_us), abs(j.interval.upper_us)) for j in stream_joins)
+    return sum(max(abs(j.interval.lower_us), abs(j.interval.upper_us)) for j in stream_joins
+               if j.interval is not None  # always, all bounded (checked above)
+               and j.interval.lower_us is not None and j.interval.upper_us is not None)
 
 
-def _touches(join, aliases: set[str]) -> bool:
+def _touches(join: JoinIR, aliases: set[str]) -> bool:
     return join.left_alias.lower() in aliases or join.right_alias.lower() in aliases
 
 
@@ -238,6 +246,7 @@ def _date_source(select: exp.Select, name: str, tables: dict[str, exp.Table]) ->
     node = item.this if isinstance(item, exp.Alias) else item
     if not _is_date_bucket(node):
         return None
+    assert node is not None  # a date bucket is a node
     inner = node.this
     while isinstance(inner, (exp.TimeStrToTime, exp.Paren)):
         inner = inner.this

@@ -56,8 +56,7 @@ def share_calls(sqls: Sequence[str]) -> SharedCalls:
     names = {key: f"{PREFIX}{i}" for i, key in enumerate(k for k in calls if users[k] >= 2)}
     out: list[str | None] = []
     for tree in trees:
-        found = [(c, names.get(_key(c)[0])) for c in _calls(tree)]
-        found = [(c, name) for c, name in found if name]
+        found = [(c, name) for c in _calls(tree) if (name := names.get(_key(c)[0]))]
         for call, name in found:
             call.replace(exp.column(name))
         out.append(tree.sql(dialect="spark") if found else None)
@@ -65,7 +64,7 @@ def share_calls(sqls: Sequence[str]) -> SharedCalls:
                        tuple(out))
 
 
-def _calls(tree: exp.Expression) -> list[exp.Anonymous]:
+def _calls(tree: exp.Expr) -> list[exp.Anonymous]:
     """The WHERE clause's calls of functions sqlglot does not know, on plain columns only."""
     where = tree.args.get("where")
     if where is None:

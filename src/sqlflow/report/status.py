@@ -10,7 +10,7 @@ from pyspark.sql import functions as F
 from rich import box
 from rich.table import Table
 
-from sqlflow.planning.plan import Plan
+from sqlflow.planning.plan import Plan, RoutedPlan
 from sqlflow.runtime.delta import commitlog as C
 
 
@@ -37,7 +37,7 @@ def status_tables(spark: SparkSession, plans: Sequence[Plan]) -> list[Table]:
         summary.add_row(t, str(r["written"]) if r else "0", str(r["committed"]) if r else "0",
                         str(r["last"])[:19] if r and r["last"] else "-")
     out.append(summary)
-    dims = sorted({d.relation for p in plans if getattr(p, "dim", None) for d in p.dim.dims})
+    dims = sorted({d.relation for p in plans if not isinstance(p, RoutedPlan) and p.dim for d in p.dim.dims})
     if dims:
         ready = Table(title="Dimensions: READY partitions", title_justify="left", box=box.SIMPLE_HEAD)
         ready.add_column("dimension")

@@ -7,9 +7,10 @@ Spark, and nothing in the runtime prints.
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any, Sequence, cast
 
 from rich import box
+from rich.console import JustifyMethod
 from rich.table import Table
 
 from sqlflow.runtime.results import DateRange, RunResult, StreamRow
@@ -93,7 +94,7 @@ def dims_table(results: Sequence[RunResult]) -> Table | None:
     for name, justify in (("model", "left"), ("partition", "left"), ("dimension", "left"),
                           ("rows by chosen partition", "left"), ("fallback days", "right"),
                           ("dim missing", "right")):
-        table.add_column(name, justify=justify, no_wrap=name == "model")
+        table.add_column(name, justify=cast(JustifyMethod, justify), no_wrap=name == "model")
     for model, u in uses:
         chosen = ", ".join(f"{p or 'none'}: {n:,}" for p, n in sorted(u.rows.items(), key=str)) or "-"
         table.add_row(model, u.partition, u.dim, chosen, str(u.fallback_days), f"{u.dim_missing:,}")
@@ -119,7 +120,7 @@ def stream_table(rows: Sequence[StreamRow], trigger: str | None) -> Table:
     for name, justify in (("model", "left"), ("plan", "left"), ("batches", "right"),
                           ("rows", "right"), ("quarantined", "right"), ("seconds", "right"),
                           ("dirty", "right")):
-        table.add_column(name, justify=justify, no_wrap=name == "model")
+        table.add_column(name, justify=cast(JustifyMethod, justify), no_wrap=name == "model")
     for r in rows:
         table.add_row(r.model, r.kind, str(r.batches) if r.kind == "stream" else "-", f"{r.rows:,}",
                       f"{r.quarantined:,}", f"{r.seconds:.1f}",

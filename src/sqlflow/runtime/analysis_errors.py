@@ -20,7 +20,7 @@ from __future__ import annotations
 import re
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Iterator
+from typing import Iterator, Protocol
 
 from sqlglot.errors import SqlglotError
 
@@ -180,7 +180,19 @@ def explain(problem: SparkProblem, written: str = "") -> tuple[str, str]:
 # --- what the runtimes use ------------------------------------------------------------------------
 
 
-def analysis_error(exc: BaseException, plan: Any) -> SqlflowError | None:
+class PlanSql(Protocol):
+    """What is read of a plan or a routed target: its model, its SQL and its mode (and, when it has
+    them, `source_map` and the routed `group`)."""
+
+    @property
+    def model(self) -> str: ...
+    @property
+    def sql(self) -> str: ...
+    @property
+    def mode(self) -> str: ...
+
+
+def analysis_error(exc: BaseException, plan: PlanSql) -> SqlflowError | None:
     """A SqlflowError at the model line:col for Spark's error `exc` raised by `plan.sql`, or
     None when it cannot be located (no source map, no fragment, not found in the model)."""
     source_map = getattr(plan, "source_map", None)
@@ -199,14 +211,14 @@ def analysis_error(exc: BaseException, plan: Any) -> SqlflowError | None:
         hint=f"{hint} (Spark [{problem.condition}] on {_artifact(plan)})")
 
 
-def _artifact(plan: Any) -> str:
+def _artifact(plan: PlanSql) -> str:
     """Where `sqlflow compile` wrote the SQL Spark analysed: the plan's own file, or for a
     routed target its group's (`group` attribute)."""
     return f"target/sqlflow/{plan.mode}/{getattr(plan, 'group', None) or plan.model}.sql"
 
 
 @contextmanager
-def model_errors(plan: Any) -> Iterator[None]:
+def model_errors(plan: PlanSql) -> Iterator[None]:
     """Around `spark.sql(plan.sql)`: Spark's analysis error becomes a SqlflowError at the model
     line when it can be located; anything else propagates unchanged."""
     try:

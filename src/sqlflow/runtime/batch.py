@@ -28,6 +28,7 @@ from pyspark.errors import PySparkException
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from sqlflow.engine.context import Context
 from sqlflow.errors import Location, SqlflowError
 from sqlflow.planning.plan import COMMIT_LOG, BatchPlan
 from sqlflow.runtime import quarantine as Q
@@ -45,7 +46,8 @@ except ImportError:  # pragma: no cover
     _SPARK_ERRORS = (PySparkException,)
 
 
-def run_batch(ctx, plan: BatchPlan, *, start: date | None = None, end: date | None = None) -> RunResult:
+def run_batch(ctx: Context, plan: BatchPlan, *, start: date | None = None,
+              end: date | None = None) -> RunResult:
     """Run one model's batch plan on `ctx.spark`; see the module docstring.
 
     Raises SqlflowError naming the model for anything that stops it: a missing input table,

@@ -14,11 +14,12 @@ from __future__ import annotations
 
 import time
 from datetime import date
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Iterator, Sequence, TypeGuard
 
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
+from sqlflow.engine.context import Context
 from sqlflow.planning.plan import BatchPlan, Plan, RoutedPlan, StreamPlan
 from sqlflow.runtime import batch, repair as repairs
 from sqlflow.runtime.incremental import stream as incremental
@@ -30,12 +31,12 @@ from sqlflow.runtime.stateful import stream as stateful
 StreamingPlan = StreamPlan | RoutedPlan
 
 
-def is_stream(plan: Plan) -> bool:
+def is_stream(plan: Plan) -> TypeGuard[StreamingPlan]:
     """The plan runs as a stream query (a `StreamPlan` or a routed group's stream plan)."""
     return plan.kind == "routed" and plan.mode == "stream" or plan.kind == "stream"
 
 
-def run_batch(ctx: Any, plan: BatchPlan | RoutedPlan, *, start: date | None = None,
+def run_batch(ctx: Context, plan: BatchPlan | RoutedPlan, *, start: date | None = None,
               end: date | None = None) -> Iterator[RunResult]:
     """Backfill one plan: one `RunResult` for a model, one per target for a routed group."""
     if isinstance(plan, RoutedPlan):
@@ -44,7 +45,7 @@ def run_batch(ctx: Any, plan: BatchPlan | RoutedPlan, *, start: date | None = No
         yield batch.run_batch(ctx, plan, start=start, end=end)
 
 
-def run_models(ctx: Any, plans: Sequence[BatchPlan | RoutedPlan], *, start: date | None = None,
+def run_models(ctx: Context, plans: Sequence[BatchPlan | RoutedPlan], *, start: date | None = None,
                end: date | None = None) -> Iterator[RunResult]:
     """Run `plans` in order (compile_project's order: inputs first), yielding each result.
 
@@ -66,7 +67,7 @@ def check_stream(spark: SparkSession, plan: StreamingPlan) -> None:
         incremental.check_plan(spark, plan)
 
 
-def start_stream(ctx: Any, plan: StreamingPlan, *, trigger: str = AVAILABLE_NOW,
+def start_stream(ctx: Context, plan: StreamingPlan, *, trigger: str = AVAILABLE_NOW,
                  on_batch: Callable[[Any], None] | None = None,
                  after_sink: Callable[[int], None] | None = None,
                  after_state: Callable[[int], None] | None = None) -> tuple[StreamingQuery, Any]:
@@ -79,7 +80,7 @@ def start_stream(ctx: Any, plan: StreamingPlan, *, trigger: str = AVAILABLE_NOW,
                              after_state=after_state)
 
 
-def run_stream(ctx: Any, plan: StreamingPlan, *, trigger: str = AVAILABLE_NOW,
+def run_stream(ctx: Context, plan: StreamingPlan, *, trigger: str = AVAILABLE_NOW,
                on_batch: Callable[[Any], None] | None = None,
                after_sink: Callable[[int], None] | None = None,
                after_state: Callable[[int], None] | None = None,
@@ -99,7 +100,7 @@ def run_stream(ctx: Any, plan: StreamingPlan, *, trigger: str = AVAILABLE_NOW,
                                   after_sink=after_sink, after_state=after_state)
 
 
-def repair(ctx: Any, plans: Sequence[BatchPlan | RoutedPlan], *,
+def repair(ctx: Context, plans: Sequence[BatchPlan | RoutedPlan], *,
            on_run: Callable[[RunResult], None] | None = None) -> list[repairs.RepairResult]:
     """Repair `plans` in compile order (inputs first: a repaired input feeds its readers)."""
     return [repairs.repair_routed(ctx, p, on_run=on_run) if isinstance(p, RoutedPlan) else

@@ -4,14 +4,13 @@ group's backfill share (`sqlflow.runtime.batch`, `sqlflow.runtime.routed.routing
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import DateType, StringType, TimestampNTZType, TimestampType
 
 from sqlflow.errors import SqlflowError
-from sqlflow.planning.plan import Sink
+from sqlflow.planning.plan import BatchPlan, RoutedPlan, Sink
 from sqlflow.runtime import quarantine as Q
 from sqlflow.runtime.delta.sinks import WriteResult, quote, write
 from sqlflow.runtime.results import DateRange, QuarantineCount
@@ -24,7 +23,7 @@ def read(spark: SparkSession, relation: str, version: int | None) -> DataFrame:
     return spark.sql(f"SELECT * FROM {quote(relation)} VERSION AS OF {version}")
 
 
-def write_quarantine(spark: SparkSession, plan: Any, parts: list[DataFrame],
+def write_quarantine(spark: SparkSession, plan: BatchPlan | RoutedPlan, parts: list[DataFrame],
                      dates: DateRange | None) -> WriteResult:
     """Replace this run's quarantine rows: the whole table, or the range's `dt` partitions."""
     rows = parts[0]

@@ -92,7 +92,7 @@ def wait(running: list[tuple[StreamingQuery, Any]]) -> None:
     def idle_us(fn: Any) -> int | None:
         return getattr(fn.plan, "idle_timeout_us", None) if hasattr(fn, "idle_check") else None
 
-    timeouts = [idle_us(fn) / 2e6 for _, fn in running if idle_us(fn)]
+    timeouts = [t / 2e6 for _, fn in running if (t := idle_us(fn))]
     poll = max(0.2, min([IDLE_POLL_S, *timeouts]))
     while True:
         for query, _ in running:
@@ -105,7 +105,8 @@ def wait(running: list[tuple[StreamingQuery, Any]]) -> None:
                 fn.idle_check(lambda fn=fn: settled(fn.checkpoint))
         active = [q for q, _ in running if q.isActive]  # one may stop meanwhile
         if active:
-            active[0].awaitTermination(poll)
+            # pyspark takes float seconds (`int(timeout * 1000)`); its annotation says int
+            active[0].awaitTermination(poll)  # type: ignore[arg-type]
 
 
 def settled(checkpoint: Path | None) -> bool:

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from datetime import date, timedelta
 from typing import Callable, Sequence
 
+from sqlflow.engine.context import Context
 from sqlflow.planning.plan import BatchPlan, RoutedPlan
 from sqlflow.runtime.delta import commitlog as C
 from sqlflow.runtime.batch import run_batch
@@ -61,7 +62,8 @@ def _day(spec: str) -> date | None:
         return None
 
 
-def repair_model(ctx, plan: BatchPlan, *, on_run: Callable[[RunResult], None] | None = None) -> RepairResult:
+def repair_model(ctx: Context, plan: BatchPlan, *,
+                 on_run: Callable[[RunResult], None] | None = None) -> RepairResult:
     """Rewrite every open partition of `plan`'s table with its batch plan (see module doc)."""
     spark = ctx.spark
     found = tuple(C.open_partitions(spark, [plan.sink.table]))
@@ -86,7 +88,7 @@ def repair_model(ctx, plan: BatchPlan, *, on_run: Callable[[RunResult], None] | 
     return RepairResult(plan.model, plan.sink.table, found, tuple(runs), repaired, still)
 
 
-def repair_routed(ctx, plan: RoutedPlan, *,
+def repair_routed(ctx: Context, plan: RoutedPlan, *,
                   on_run: Callable[[RunResult], None] | None = None) -> RepairResult:
     """Rewrite the open hours of a routed group's targets (dirty: a row reached an hour after
     its commit). One backfill of the GROUP per contiguous date range: one read, every target
@@ -100,7 +102,8 @@ def repair_routed(ctx, plan: RoutedPlan, *,
     runs: list[RunResult] = []
     if found:
         days = [_day(s.partition) for s in found]
-        ranges = date_ranges([d for d in days if d]) if all(days) else [(None, None)]
+        ranges: Sequence[tuple[date | None, date | None]] = ([(None, None)] if not all(days)
+                                                              else date_ranges([d for d in days if d]))
         for start, end in ranges:
             for run in run_routed_batch(ctx, plan, start=start, end=end):
                 runs.append(run)

@@ -140,7 +140,7 @@ def missing_rows(spark: SparkSession, plan: BatchPlan | StreamPlan, *, origin: s
 # --- commit log rows of a write -------------------------------------------------------------------
 
 def record(spark: SparkSession, plan: BatchPlan | StreamPlan, result: WriteResult, *,
-           mode: str, rows: DataFrame | None = None, batch: BatchId | None = None,
+           mode: C.WriteMode, rows: DataFrame | None = None, batch: BatchId | None = None,
            run_id: str | None = None, inputs: dict[str, Any] | None = None,
            missing: DataFrame | None = None) -> list[DimUse]:
     """Append the `write` rows of `result` to the commit log and return the dimension use.
@@ -159,7 +159,7 @@ def record(spark: SparkSession, plan: BatchPlan | StreamPlan, result: WriteResul
 
 
 def write_entries(spark: SparkSession, plan: BatchPlan | StreamPlan, result: WriteResult, *,
-                  mode: str, rows: DataFrame | None, missing: DataFrame | None,
+                  mode: C.WriteMode, rows: DataFrame | None, missing: DataFrame | None,
                   **fields: Any) -> tuple[list[C.Entry], list[DimUse]]:
     """The `write` rows of `result` (with the dimension partitions used and the provisional
     flag of a model with dimension joins) and the dimension use; `fields` go on every row."""

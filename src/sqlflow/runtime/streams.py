@@ -17,7 +17,8 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
-from sqlflow.planning.plan import Plan
+from sqlflow.engine.context import Context
+from sqlflow.planning.plan import Plan, StreamPlan
 from sqlflow.runtime import dispatch
 from sqlflow.runtime.batchfn import query_failed
 from sqlflow.runtime.query import AVAILABLE_NOW, rebuild_command, wait
@@ -33,7 +34,7 @@ class Refreshed:
     removed: tuple[str, ...]
 
 
-def run_streams(ctx: Any, plans: Sequence[Plan], *, trigger: str | None,
+def run_streams(ctx: Context, plans: Sequence[Plan], *, trigger: str | None,
                 on_event: Callable[[Any], None], rows: list[StreamRow],
                 full_refresh: bool = False) -> list[StreamRow]:
     """Run `plans` (compile order); see the module docstring. Returns `rows`."""
@@ -42,7 +43,8 @@ def run_streams(ctx: Any, plans: Sequence[Plan], *, trigger: str | None,
             if dispatch.is_stream(plan):
                 on_event(Refreshed(plan.model, tuple(refresh_plan(ctx.spark, ctx.project_dir, plan))))
 
-    def batch(plan: Any) -> None:
+    def batch(plan: Plan) -> None:
+        assert not isinstance(plan, StreamPlan)  # called for the plans that are not is_stream
         for r in dispatch.run_batch(ctx, plan):
             on_event(r)
             rows.append(StreamRow(r.model, "batch", 0, r.sink.rows,
@@ -68,7 +70,7 @@ def run_streams(ctx: Any, plans: Sequence[Plan], *, trigger: str | None,
     return rows
 
 
-def _run_together(ctx: Any, plans: list[Any], trigger: str | None,
+def _run_together(ctx: Context, plans: list[dispatch.StreamingPlan], trigger: str | None,
                   on_event: Callable[[Any], None], add: Callable[..., None]) -> None:
     began = time.monotonic()
     started = []

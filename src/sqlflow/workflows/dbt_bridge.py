@@ -39,6 +39,7 @@ def sync_ready_markers(ctx: Context) -> list[str]:
     new = []
     for table in marked:
         relation = str(renderer.source_relation(table)).lower()
+        assert table.partition_column and table.ready_marker  # `marked`
         new += [f"{relation}/{table.partition_column}={v}" for v in
                 sync_markers(spark, relation, table.partition_column, table.ready_marker)]
     return new
@@ -62,7 +63,7 @@ def run_dbt(ctx: Context, args: list[str]):
         raise SqlflowError("no dbt command given", hint="e.g. `sqlflow dbt run`")
     from dbt.cli.main import dbtRunner
 
-    ctx.spark  # build the session (and register UDFs) before dbt asks for one
+    _ = ctx.spark  # build the session (and register UDFs) before dbt asks for one
     if args[0] in _BUILDS:
         sync_ready_markers(ctx)
     result = dbtRunner().invoke(dbt_args(ctx, args))

@@ -7,14 +7,14 @@ through callbacks; `sqlflow.report.summary` renders them.
 from __future__ import annotations
 
 from datetime import date
-from typing import Any, Sequence
+from typing import Any, Sequence, cast
 
 from rich.console import Console
 from rich.markup import escape
 
 from sqlflow.compiler import compile_project, write_artifacts
 from sqlflow.engine.context import Context
-from sqlflow.planning.plan import Mode, Plan
+from sqlflow.planning.plan import BatchPlan, Mode, Plan, RoutedPlan
 from sqlflow.report.summary import (dims_table, event_line, files_table, progress_line,
                                     stream_table, summary_table)
 from sqlflow.runtime.dispatch import run_models
@@ -42,7 +42,8 @@ def run_batch_plans(ctx: Context, plans: Sequence[Plan], out: Console, *,
     dates = DateRange.of(start, end)
     done: list[RunResult] = []
     try:
-        for run in run_models(ctx, plans, start=start, end=end):
+        batch_plans = cast(Sequence[BatchPlan | RoutedPlan], plans)  # batch mode plans no StreamPlan
+        for run in run_models(ctx, batch_plans, start=start, end=end):
             done.append(run)
             out.print(escape(progress_line(run)), soft_wrap=True)
     finally:

@@ -29,8 +29,9 @@ from sqlglot import exp
 from sqlglot.optimizer.scope import walk_in_scope
 
 from sqlflow.analysis.passes.positions import Positions
-from sqlflow.analysis.passes.scopes import ScopeFacts, ScopeInfo
+from sqlflow.analysis.passes.scopes import ColInfo, ScopeFacts, ScopeInfo
 from sqlflow.analysis.ir import AggIR, WindowSpecIR
+from sqlflow.errors import Location
 
 _KIND_ORDER = ("window", "session_window", "time_partition", "event_time")
 
@@ -116,7 +117,7 @@ def _suffix_sets(group: exp.Group | None) -> tuple[str, ...]:
                  for e in group.args.get(key) or [])
 
 
-def _kind(col) -> str | None:
+def _kind(col: ColInfo) -> str | None:
     if col.bucket in ("window", "session_window"):
         return col.bucket
     if col.bucket == "date":
@@ -135,7 +136,7 @@ def _window_spec(key: exp.Expr) -> WindowSpecIR | None:
     return WindowSpecIR(key.name.lower(), args[0].sql(dialect="spark"), text(args[1]), slide)
 
 
-def _location(select: exp.Select, pos: Positions, distinct: bool):
+def _location(select: exp.Select, pos: Positions, distinct: bool) -> Location:
     group = select.args.get("group")
     if group is not None:
         return pos.keyword(pos.start(group), "GROUP_BY") or pos.of(group)

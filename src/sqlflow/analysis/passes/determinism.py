@@ -13,6 +13,7 @@ different row order, so they would give different rows (docs/design.md §2.8):
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import cast
 
 from sqlglot import exp
 
@@ -68,7 +69,8 @@ def _name(node: exp.Expr, pos: Positions) -> str:
     carrier = node if "start" in node.meta else node.parent  # unix_timestamp() -> StrToUnix(now)
     if carrier is not None and "start" in carrier.meta:
         return pos.text(carrier).lower()
-    return (node.name if isinstance(node, exp.Anonymous) else node.sql_name()).lower()
+    # every other category node is a Func (the _BY_TYPE classes; TableSample is handled above)
+    return (node.name if isinstance(node, exp.Anonymous) else cast(exp.Func, node).sql_name()).lower()
 
 
 def nondeterministic_calls(

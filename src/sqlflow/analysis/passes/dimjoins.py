@@ -21,12 +21,15 @@ macro call), so hand-written SQL of the same shape is a dimension join too:
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from sqlglot import exp
 
 from sqlflow.analysis.passes.joins import conjuncts, join_type
 from sqlflow.analysis.passes.scopes import relation_name
 from sqlflow.dialect import DIALECT
 from sqlflow.analysis.ir import DimJoinIR
+from sqlflow.errors import Location
 
 DAY_COLUMN = "__sqlflow_dim_day"
 
@@ -39,7 +42,7 @@ def is_dim_join(join: exp.Join) -> bool:
     return any(e.alias_or_name.lower() == DAY_COLUMN for e in sub.this.expressions)
 
 
-def dim_joins(ast: exp.Expr, locate=None) -> list[DimJoinIR]:
+def dim_joins(ast: exp.Expr, locate: Callable[[exp.Expr], Location] | None = None) -> list[DimJoinIR]:
     """Every dimension join in the tree, in SQL order. `locate(node)` gives a Location."""
     out = []
     root = ast if isinstance(ast, exp.Select) else None

@@ -28,6 +28,7 @@ both sides. Whoever wrote it, a macro or a person, the same condition classifies
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any, cast
 
 from sqlglot import exp
 
@@ -35,6 +36,7 @@ from sqlflow.analysis.passes.positions import Positions
 from sqlflow.analysis.passes.scopes import ScopeFacts, ScopeInfo
 from sqlflow.analysis.passes.timecols import DeltaBound, IntervalError, TimeCmp, combine, orient, time_comparisons
 from sqlflow.analysis.ir import IntervalBound, JoinIR, shifted_sql
+from sqlflow.errors import Location
 
 _EXAMPLE_RANGE = "INTERVAL 20 MINUTES"
 _EXAMPLE_US = 20 * 60_000_000
@@ -57,6 +59,7 @@ def conjuncts(node: exp.Expr | None) -> list[exp.Expr]:
         return []
     while isinstance(node, exp.Paren):
         node = node.this
+    assert node is not None  # a parenthesis always holds an expression
     if isinstance(node, exp.And):
         return conjuncts(node.this) + conjuncts(node.expression)
     return [node]
@@ -116,7 +119,7 @@ class _JoinAnalysis:
             for lhs, rhs in ((x, y), (y, x)):
                 lset = self.sides(lhs)
                 if self.sides(rhs) == {self.right} and len(lset) == 1 and next(iter(lset)) in self.left:
-                    found.setdefault(next(iter(lset)), []).append((_key(lhs), _key(rhs)))
+                    found.setdefault(cast(str, next(iter(lset))), []).append((_key(lhs), _key(rhs)))
         for name in self.join.args.get("using") or []:
             for alias in self.left[:1]:
                 found.setdefault(alias, []).append((name.name, name.name))
@@ -136,7 +139,7 @@ class _JoinAnalysis:
         l_streams = [a for a in self.left if self.stream(a)]
         keys = self.keys()
         partner = next((a for a in self.left if a in keys), self.left[-1] if self.left else "")
-        base = dict(
+        base: dict[str, Any] = dict(
             scope=self.info.label, index=self.index, join_type=self.type,
             right_alias=self.right, location=self._location(), node=self.join,
         )
@@ -147,7 +150,8 @@ class _JoinAnalysis:
             return self._stream_static(partner, r_stream, keys, base)
         return self._two_streams(l_streams, keys, base)
 
-    def _stream_static(self, partner: str, r_stream: bool, keys, base) -> JoinIR:
+    def _stream_static(self, partner: str, r_stream: bool, keys: dict[str, list[tuple[str, str]]],
+                       base: dict[str, Any]) -> JoinIR:
         ir = JoinIR(kind="stream_static", left_alias=partner, left_streaming=not r_stream,
                     right_streaming=r_stream, keys=tuple(keys.get(partner, ())), **base)
         static_preserved = (r_stream and self.type in ("left", "full", "left_semi", "left_anti")) or (
@@ -164,7 +168,8 @@ class _JoinAnalysis:
                  "or use an inner join"),
         )
 
-    def _two_streams(self, l_streams: list[str], keys, base) -> JoinIR:
+    def _two_streams(self, l_streams: list[str], keys: dict[str, list[tuple[str, str]]],
+                     base: dict[str, Any]) -> JoinIR:
         cmps = self.comparisons()
         r_time = self.info.sources[self.right].event_time
         ranked = sorted(l_streams, key=lambda a: (a not in keys, not self._bounds(cmps, a)))
@@ -187,7 +192,7 @@ class _JoinAnalysis:
     def _bounds(self, cmps: list[TimeCmp], alias: str) -> list[DeltaBound]:
         return [b for b in (orient(c, alias, self.right) for c in cmps) if b is not None]
 
-    def _interval(self, cmps, alias: str, r_time: str | None) -> IntervalBound | None:
+    def _interval(self, cmps: list[TimeCmp], alias: str, r_time: str | None) -> IntervalBound | None:
         l_time = self.info.sources[alias].event_time
         bounds = self._bounds(cmps, alias)
         if not (l_time and r_time and bounds):
@@ -195,7 +200,8 @@ class _JoinAnalysis:
         bound = combine(bounds, l_time, r_time)
         return bound if (bound.lower_us is not None or bound.upper_us is not None) else None
 
-    def _why_not(self, alias: str, keys, cmps, r_time: str | None) -> tuple[str, str]:
+    def _why_not(self, alias: str, keys: dict[str, list[tuple[str, str]]], cmps: list[TimeCmp],
+                 r_time: str | None) -> tuple[str, str]:
         r, l_time = self.right, self.info.sources[alias].event_time
         head = f"join of two streams `{alias}` and `{r}`"
         example = (f"`AND {r}.{r_time} BETWEEN {alias}.{l_time} AND {alias}.{l_time} + {_EXAMPLE_RANGE}`"
@@ -247,7 +253,7 @@ class _JoinAnalysis:
                         for b in self._bounds(cmps, alias) if b.op != "="})
         return ", ".join(found)
 
-    def _location(self):
+    def _location(self) -> Location:
         start = self.pos.start(self.join.this)
         if start is None:
             return self.pos.of(self.join)

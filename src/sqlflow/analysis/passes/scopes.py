@@ -252,7 +252,7 @@ class ScopeFacts:
             columns[name] = self.classify(info, item)
         outer = info.scope.outer_columns
         if outer and complete and len(outer) == len(columns):
-            columns = dict(zip(outer, columns.values()))
+            columns = dict(zip(outer, columns.values(), strict=True))
         return RelInfo(info.streaming, self._pick_event_time(info, columns), columns, complete)
 
     def _expand_star(self, info: ScopeInfo, item: exp.Expr, columns: dict[str, ColInfo]) -> bool:

@@ -89,7 +89,7 @@ def _span_us(text: str, first: str, last: str, spelled: str) -> int:
     fields = re.split(r"[ :]", text.lstrip("+-"))
     if len(fields) != len(units):
         raise IntervalError(f"`{spelled}` does not match {first} TO {last}")
-    total = sum(_decimal(f, spelled) * UNIT_US[u] for f, u in zip(fields, units))
+    total = sum((_decimal(f, spelled) * UNIT_US[u] for f, u in zip(fields, units, strict=True)), Decimal(0))
     return sign * _exact(total, spelled)
 
 
@@ -109,7 +109,7 @@ def _literal_us(node: exp.Interval) -> int | None:
     pairs = _PAIR.findall(text)
     if not pairs or _PAIR.sub("", text).strip():
         raise IntervalError(f"cannot read `{spelled}` as an interval")
-    total = sum(_decimal(n, spelled) * unit_us(u, spelled=spelled) for n, u in pairs)
+    total = sum((_decimal(n, spelled) * unit_us(u, spelled=spelled) for n, u in pairs), Decimal(0))
     return _exact(total, spelled)
 
 
@@ -143,7 +143,7 @@ def interval_us(node: exp.Expr | None) -> int | None:
     if isinstance(node, exp.Anonymous) and node.name.lower() == "make_dt_interval":
         units = ["DAY", "HOUR", "MINUTE", "SECOND"]
         parts = [(_number_literal(a) if u == "SECOND" else _int_literal(a), u)
-                 for a, u in zip(node.expressions, units)]
+                 for a, u in zip(node.expressions, units, strict=False)]
         if any(v is None for v, _ in parts):
             return None
         total = sum((Decimal(v) * UNIT_US[u] for v, u in parts), Decimal(0))  # type: ignore[arg-type]
@@ -244,7 +244,7 @@ class TimeCmp:
     node: exp.Expr
 
 
-_OPS = {exp.GTE: ">=", exp.GT: ">", exp.LTE: "<=", exp.LT: "<", exp.EQ: "="}
+_OPS: dict[type[exp.Expr], str] = {exp.GTE: ">=", exp.GT: ">", exp.LTE: "<=", exp.LT: "<", exp.EQ: "="}
 _FLIP = {">=": "<=", ">": "<", "<=": ">=", "<": ">", "=": "="}
 
 

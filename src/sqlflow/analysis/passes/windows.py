@@ -24,6 +24,8 @@ query reading the subquery, else the numbering is visible and needs the whole st
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from sqlglot import exp
 from sqlglot.optimizer.scope import find_all_in_scope
 
@@ -33,7 +35,7 @@ from sqlflow.analysis.passes.scopes import ScopeFacts, ScopeInfo
 from sqlflow.analysis.ir import DedupIR, WindowFnIR
 
 
-def _is_first(cond: exp.Expr, matches) -> bool:
+def _is_first(cond: exp.Expr, matches: Callable[[exp.Expr | None], bool]) -> bool:
     """`x = 1`, `x <= 1`, `x < 2` (either side) where `matches(x)`."""
     for op, lhs, rhs in (
         (type(cond), cond.this, cond.args.get("expression")),
@@ -47,7 +49,7 @@ def _is_first(cond: exp.Expr, matches) -> bool:
     return False
 
 
-_MIRROR = {exp.EQ: exp.EQ, exp.GTE: exp.LTE, exp.GT: exp.LT}
+_MIRROR: dict[type[exp.Expr], type[exp.Expr]] = {exp.EQ: exp.EQ, exp.GTE: exp.LTE, exp.GT: exp.LT}
 
 
 def _row_number(node: exp.Expr) -> bool:
@@ -64,7 +66,7 @@ def _qualify_dedups(info: ScopeInfo) -> set[int]:
     out = set()
     for cond in conjuncts(qualify.this):
         for w in [*windows.values(), *cond.find_all(exp.Window)]:
-            def is_it(x: exp.Expr, w: exp.Expr = w) -> bool:
+            def is_it(x: exp.Expr | None, w: exp.Expr = w) -> bool:
                 return x is w or (isinstance(x, exp.Column) and windows.get(x.name) is w)
 
             if _row_number(w) and _is_first(cond, is_it):
@@ -80,8 +82,8 @@ def _subquery_dedup(facts: ScopeFacts, info: ScopeInfo, alias: str) -> bool:
     for parent, source in readers:
         where = parent.select.args.get("where") if parent.select is not None else None
         conds = conjuncts(where.this) if where is not None else []
-        hit = lambda x: (isinstance(x, exp.Column) and x.name == alias  # noqa: E731
-                         and facts.resolve(parent, x).alias == source)
+        hit = lambda x, parent=parent, source=source: (  # noqa: E731
+            isinstance(x, exp.Column) and x.name == alias and facts.resolve(parent, x).alias == source)
         if not any(_is_first(c, hit) for c in conds):
             return False
     return True
@@ -128,7 +130,7 @@ def _function_name(w: exp.Window, pos: Positions) -> str:
     return (inner.name if isinstance(inner, exp.Anonymous) else inner.sql_name()).lower()
 
 
-def _fix(facts: ScopeFacts, info: ScopeInfo, fn: str, parts: tuple[str, ...], form) -> str:
+def _fix(facts: ScopeFacts, info: ScopeInfo, fn: str, parts: tuple[str, ...], form: str | None) -> str:
     if form is not None:
         return ""
     ts = facts.time_column(info) or "<event time>"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from sqlflow.project.runmode import Mode
 from sqlflow.cli.support import console, context, err_console, error_handler, escape, parse_vars
 
 
@@ -15,7 +16,7 @@ from sqlflow.cli.support import console, context, err_console, error_handler, es
 @click.option("--format", "fmt", type=click.Choice(["sql", "json"]), default="sql", help="What to print.")
 @click.option("--vars", "vars_text", default=None, help="YAML mapping of vars, overriding dbt_project.yml.")
 @error_handler
-def compile_cmd(mode: str, select: tuple[str, ...], fmt: str, vars_text: str | None) -> None:
+def compile_cmd(mode: Mode, select: tuple[str, ...], fmt: str, vars_text: str | None) -> None:
     """Compile models to Spark plans; print them and write target/sqlflow/<mode>/<model>.sql|json."""
     from sqlflow.compiler import compile_project, plan_json_text, plan_sql_text, write_artifacts
 

@@ -3,6 +3,8 @@ with the model's batch plan, partition-scoped; see `sqlflow.runtime.repair`."""
 
 from __future__ import annotations
 
+from typing import cast
+
 import click
 
 from sqlflow.cli.support import console, context, err_console, error_handler, escape, parse_vars
@@ -14,12 +16,14 @@ from sqlflow.cli.support import console, context, err_console, error_handler, es
 @error_handler
 def command(select: tuple[str, ...], vars_text: str | None) -> None:
     """Recompute provisional and dirty partitions with the batch plan."""
+    from sqlflow.planning.plan import BatchPlan, RoutedPlan
     from sqlflow.runtime.dispatch import repair
     from sqlflow.workflows.run import plans_for_run
     from sqlflow.report.summary import progress_line
 
     ctx = context()
-    plans = plans_for_run(ctx, "batch", err_console, select=select, vars=parse_vars(vars_text))
+    plans = cast(list[BatchPlan | RoutedPlan],  # batch mode plans no StreamPlan
+                 plans_for_run(ctx, "batch", err_console, select=select, vars=parse_vars(vars_text)))
     results = repair(ctx, plans, on_run=lambda r: console.print(escape(progress_line(r)), soft_wrap=True))
     for r in results:
         if not r.found:

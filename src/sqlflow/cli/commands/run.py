@@ -6,6 +6,7 @@ import click
 
 from sqlflow.cli.support import console, context, err_console, error_handler, parse_vars
 from sqlflow.errors import SqlflowError
+from sqlflow.project.runmode import Mode
 
 
 @click.command("run")
@@ -26,7 +27,7 @@ from sqlflow.errors import SqlflowError
               help="Stream mode: drop each selected stream model's tables (sink, quarantine; a "
                    "routed group: every target) and its checkpoint, and rebuild them from a new query.")
 @error_handler
-def run_cmd(mode: str, trigger: str | None, start, end, select: tuple[str, ...],
+def run_cmd(mode: Mode, trigger: str | None, start, end, select: tuple[str, ...],
             vars_text: str | None, full_refresh: bool) -> None:
     """Run models in dependency order and print what each wrote and quarantined.
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import random
 import sys
+from typing import Literal
 
 import click
 
@@ -30,8 +31,8 @@ SHOWN_EQUAL = 20  # equal partitions listed per table and run; differing ones ar
 @click.option("--keep", is_flag=True, help="Keep the scratch schema and checkpoints to inspect them.")
 @click.option("--vars", "vars_text", default=None, help="YAML mapping of vars, overriding dbt_project.yml.")
 @error_handler
-def command(select: tuple[str, ...], runs: int, seed: int | None, order: str, keep: bool,
-            vars_text: str | None) -> None:
+def command(select: tuple[str, ...], runs: int, seed: int | None,
+            order: Literal["auto", "shuffled", "ingest"], keep: bool, vars_text: str | None) -> None:
     """Check that each streaming model's (or routed group's) stream plan equals its batch plan
     on the current input.
 

@@ -13,13 +13,15 @@ each stream occurrence with its index in SQL text order and checks linearity.
 
 from __future__ import annotations
 
-from typing import Callable, Iterator, Mapping
+from typing import Callable, Iterator, Mapping, TypeVar
 
 from sqlglot import exp
 
 from sqlflow.errors import SqlflowError
 
 MARK = "sqlflow_stream"  # meta key of a stream occurrence: its index
+
+_T = TypeVar("_T")  # what a `match` finds for a stream table (a binding)
 
 # Query modifiers that are not linear in the rows below them.
 _MODIFIERS = {
@@ -33,14 +35,14 @@ class DeltaRuleError(SqlflowError):
     """A query the delta rule cannot rewrite; the message says which construct and why."""
 
 
-def prepare(query: exp.Query, match: Callable[[exp.Table], object | None],
-            inline_all: bool = False) -> tuple[exp.Query, list]:
+def prepare(query: exp.Expr, match: Callable[[exp.Table], _T | None],
+            inline_all: bool = False) -> tuple[exp.Query, list[_T]]:
     """A tagged, checked copy of `query` and what `match` returned for each occurrence."""
     if not isinstance(query, exp.Query):
         raise DeltaRuleError(f"expected a query, got {query.key.upper()}")
     tree = query.copy()
 
-    def stream(table: exp.Table):
+    def stream(table: exp.Table) -> _T | None:
         return None if cte_of(table) is not None else match(table)
 
     while True:
@@ -54,7 +56,7 @@ def prepare(query: exp.Query, match: Callable[[exp.Table], object | None],
             ref.replace(exp.Subquery(this=cte.this.copy(), alias=alias_of(ref, cte.alias)))
         _drop_cte(cte)
 
-    found = []
+    found: list[_T] = []
     for table in _in_sql_order(tree, exp.Table):
         hit = stream(table)
         if hit is not None:
@@ -64,13 +66,13 @@ def prepare(query: exp.Query, match: Callable[[exp.Table], object | None],
     return tree, found
 
 
-def occurrences(node: exp.Expression) -> list[exp.Table]:
+def occurrences(node: exp.Expr) -> list[exp.Table]:
     """The tagged stream tables under `node`, by index."""
     return sorted((t for t in node.find_all(exp.Table) if MARK in t.meta),
                   key=lambda t: t.meta[MARK])
 
 
-def alias_of(table: exp.Table, default: str | None = None) -> exp.TableAlias:
+def alias_of(table: exp.Expr, default: str | None = None) -> exp.TableAlias:
     """A copy of the name `table`'s columns are qualified with (its alias, else its name)."""
     alias = table.args.get("alias")
     return alias.copy() if alias else exp.TableAlias(this=exp.to_identifier(default or table.name))
@@ -81,6 +83,8 @@ def cte_of(table: exp.Table) -> exp.CTE | None:
     sees only the CTEs before it (a recursive WITH is rejected)."""
     if table.args.get("db") or table.args.get("catalog"):
         return None
+    child: exp.Expr
+    came_from: exp.Expr | None
     name, child, came_from = table.name.lower(), table, None
     for node in parents(table):
         if isinstance(child, exp.CTE):
@@ -99,13 +103,13 @@ def cte_of(table: exp.Table) -> exp.CTE | None:
     return None
 
 
-def parents(node: exp.Expression) -> Iterator[exp.Expression]:
+def parents(node: exp.Expr) -> Iterator[exp.Expr]:
     while node.parent is not None:
         node = node.parent
         yield node
 
 
-def cte_refs(tree: exp.Expression) -> dict[int, list[exp.Table]]:
+def cte_refs(tree: exp.Expr) -> dict[int, list[exp.Table]]:
     """The tables referencing each CTE, by id of the CTE."""
     refs: dict[int, list[exp.Table]] = {id(c): [] for c in tree.find_all(exp.CTE)}
     for table in tree.find_all(exp.Table):
@@ -115,7 +119,7 @@ def cte_refs(tree: exp.Expression) -> dict[int, list[exp.Table]]:
     return refs
 
 
-def lineage(node: exp.Expression) -> Iterator[tuple[exp.Expression, exp.Expression]]:
+def lineage(node: exp.Expr) -> Iterator[tuple[exp.Expr, exp.Expr]]:
     """(parent, child) pairs from `node` up to the root; out of a CTE, the walk continues at
     the table that references it (after `prepare`, exactly one)."""
     child = node
@@ -158,7 +162,7 @@ def reads_stream(node: exp.Expression) -> bool:
     return False
 
 
-def _in_sql_order(node: exp.Expression, kind: type) -> Iterator:
+def _in_sql_order(node: exp.Expr, kind: type) -> Iterator:
     """Pre-order in the order the SQL reads (WITH, FROM, JOIN, WHERE, ...): `arg_types`
     lists a node's arguments in clause order."""
     if isinstance(node, kind):
@@ -170,7 +174,7 @@ def _in_sql_order(node: exp.Expression, kind: type) -> Iterator:
                 yield from _in_sql_order(child, kind)
 
 
-def _stream_ctes(tree: exp.Expression, is_stream) -> list[exp.CTE]:
+def _stream_ctes(tree: exp.Expr, is_stream: Callable[[exp.Table], bool]) -> list[exp.CTE]:
     """CTEs that read a stream, directly or through an earlier CTE, in definition order."""
     found: list[exp.CTE] = []
     for cte in _in_sql_order(tree, exp.CTE):
@@ -182,12 +186,13 @@ def _stream_ctes(tree: exp.Expression, is_stream) -> list[exp.CTE]:
 
 def _drop_cte(cte: exp.CTE) -> None:
     w = cte.parent
+    assert w is not None  # a CTE sits in its WITH
     cte.pop()
     if not w.expressions:
         w.pop()
 
 
-def _check(tree: exp.Expression) -> None:
+def _check(tree: exp.Expr) -> None:
     """Reject every operator above a stream occurrence that is not linear in it."""
     if not occurrences(tree):
         raise DeltaRuleError("the query reads no stream input")
@@ -204,7 +209,7 @@ def _check(tree: exp.Expression) -> None:
                              "rows would never be emitted", hint="make it a model of its own")
 
 
-def _problem(parent: exp.Expression, child: exp.Expression) -> str | None:
+def _problem(parent: exp.Expr, child: exp.Expr) -> str | None:
     """What keeps `parent` from being linear in the rows of `child`, if anything."""
     modifier = next((v for k, v in _MODIFIERS.items() if parent.args.get(k)), None)
     if isinstance(parent, exp.SetOperation):
@@ -247,7 +252,7 @@ def _join_problem(join: exp.Join) -> str | None:
     return None
 
 
-def _has_constant(node: exp.Expression) -> bool:
+def _has_constant(node: exp.Expr) -> bool:
     """Whether some of `node`'s rows read no stream (their delta is always empty)."""
     if isinstance(node, exp.Union):
         return _has_constant(node.this) or _has_constant(node.expression)
@@ -261,11 +266,12 @@ def _has_constant(node: exp.Expression) -> bool:
     return True
 
 
-def binding_matcher(bindings: Mapping[str, object], name_of) -> Callable[[exp.Table], object]:
+def binding_matcher(bindings: Mapping[str, _T],
+                    name_of: Callable[[_T], str]) -> Callable[[exp.Table], _T | None]:
     """A `match` for `prepare`: a table's alias first, then its name or qualified name."""
     by_name = {name_of(b).lower(): b for b in bindings.values()}
 
-    def match(table: exp.Table):
+    def match(table: exp.Table) -> _T | None:
         names = (table.alias, table.name, ".".join(p.name for p in table.parts))
         return next((by_name[n.lower()] for n in names if n and n.lower() in by_name), None)
 

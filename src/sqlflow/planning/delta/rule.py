@@ -27,7 +27,7 @@ from __future__ import annotations
 import datetime as dt
 from dataclasses import dataclass
 from functools import reduce
-from typing import Mapping, NamedTuple
+from typing import Mapping, NamedTuple, cast
 
 from sqlglot import exp
 
@@ -57,7 +57,7 @@ class DeltaBinding:
     old_view: str
 
 
-def delta_rewrite(query: exp.Query, streams: Mapping[str, DeltaBinding]) -> exp.Query:
+def delta_rewrite(query: exp.Expr, streams: Mapping[str, DeltaBinding]) -> exp.Query:
     """The query a micro-batch runs: the rows `query` gains from the new rows of `streams`.
 
     `streams` maps an input's name (the planner's relation; used in messages) to its
@@ -103,7 +103,7 @@ def delta_rewrite(query: exp.Query, streams: Mapping[str, DeltaBinding]) -> exp.
 
 
 def padding_query(
-    query: exp.Query, streams: Mapping[str, DeltaBinding], outer: str, pending_view: str,
+    query: exp.Expr, streams: Mapping[str, DeltaBinding], outer: str, pending_view: str,
     *, occurrence: int | None = None,
 ) -> exp.Query:
     """The rows of the preserved side `outer` that match nothing, padded with NULLs.
@@ -155,7 +155,7 @@ def padding_query(
 
 
 def padding_queries(
-    query: exp.Query, streams: Mapping[str, DeltaBinding],
+    query: exp.Expr, streams: Mapping[str, DeltaBinding],
     pending_views: Mapping[str, str] | None = None,
 ) -> dict[str, exp.Query]:
     """`padding_query` for every side an outer join of two streams preserves, keyed by the
@@ -166,7 +166,7 @@ def padding_queries(
     for join in tree.find_all(exp.Join):
         if not join.side or sides_with_streams(join) != (True, True):
             continue
-        select = join.parent
+        select = cast(exp.Select, join.parent)  # (True, True): a join of a SELECT
         at = next(i for i, j in enumerate(select.args["joins"]) if j is join)
         before = [t for s in sources(select)[: at + 1] for t in occurrences(s)]
         kept = {"LEFT": before, "RIGHT": occurrences(join.this),
@@ -201,19 +201,21 @@ class MatchRange:
     lower_us: int
     upper_us: int
 
-    def bounds(self, delta_min, delta_max):
+    def bounds(self, delta_min: int | dt.datetime | None,
+               delta_max: int | dt.datetime | None) -> tuple[int | dt.datetime, int | dt.datetime] | None:
         """The inclusive range for a delta whose `by` spans [delta_min, delta_max] (int µs
         or datetimes), or None for an empty delta: no old row is needed."""
         if delta_min is None or delta_max is None:
             return None
         return _add_us(delta_min, self.lower_us), _add_us(delta_max, self.upper_us)
 
-    def predicate(self, delta_min, delta_max) -> exp.Expression:
+    def predicate(self, delta_min: int | dt.datetime | None,
+                  delta_max: int | dt.datetime | None) -> exp.Expression:
         """The filter to read the old side with: `column BETWEEN lo AND hi`, or FALSE."""
         span = self.bounds(delta_min, delta_max)
         if span is None:
             return exp.false()
-        return exp.column(self.column).between(*map(_literal, span))
+        return exp.column(self.column).between(_literal(span[0]), _literal(span[1]))
 
 
 class Pruning(NamedTuple):
@@ -241,7 +243,8 @@ def pruning_ranges(interval: Interval | tuple[str, str, int, int]) -> Pruning:
     return Pruning(MatchRange(left, right, -hi, -lo), MatchRange(right, left, lo, hi))
 
 
-def _prepare(query, streams, inline_all):
+def _prepare(query: exp.Expr, streams: Mapping[str, DeltaBinding],
+             inline_all: bool) -> tuple[exp.Query, list[DeltaBinding]]:
     match = binding_matcher(streams, lambda b: b.alias_or_table)
     # A binding that names no table would leave its stream read whole in every micro-batch.
     read = [match(t) for t in query.find_all(exp.Table) if cte_of(t) is None]
@@ -263,6 +266,7 @@ def _term(tree: exp.Query, bindings: list[DeltaBinding], i: int) -> exp.Query:
             break
         parent, child = union
         kept = child.unnest() if isinstance(child, exp.Subquery) and not child.alias else child
+        kept = cast(exp.Query, kept)  # a UNION branch is a query
         _move_with(parent, kept)
         if parent is term:
             term = kept.pop()
@@ -343,7 +347,7 @@ def _union_terms(tree: exp.Query, terms: list[exp.Query]) -> exp.Query:
     return union
 
 
-def _joined_in(a: exp.Table, b: exp.Table):
+def _joined_in(a: exp.Table, b: exp.Table) -> tuple[exp.Select, list[exp.Expression], int, int]:
     """The innermost SELECT joining the sources that hold `a` and `b`, its sources and the
     two sources' positions."""
     for node in parents(a):
@@ -356,11 +360,11 @@ def _joined_in(a: exp.Table, b: exp.Table):
     raise DeltaRuleError("the two streams are not joined in one SELECT")
 
 
-def _literal(value) -> exp.Expression:
+def _literal(value: int | dt.datetime) -> exp.Expression:
     if isinstance(value, dt.datetime):
         return exp.cast(exp.Literal.string(value.isoformat(sep=" ")), exp.DataType.Type.TIMESTAMP)
     return exp.Literal.number(value)
 
 
-def _add_us(value, us: int):
+def _add_us(value: int | dt.datetime, us: int) -> int | dt.datetime:
     return value + dt.timedelta(microseconds=us) if isinstance(value, dt.datetime) else value + us

@@ -128,6 +128,7 @@ def find(spark: SparkSession, table: str, location: str | None, app_id: str, bat
         return None
     if location is None:
         location = deltalog.describe(spark, table).location
+    assert location is not None  # a Delta table has a location
     mark = json.loads(marker(app_id, batch_id))
     for version, action in deltalog.commit_actions(spark, location, list(range(after + 1, latest + 1))):
         txn = action.get("txn") or {}

@@ -102,6 +102,7 @@ def write(spark: SparkSession, sink: Sink, rows: DataFrame | None = None, *, sql
     if sink.write == "append_once" and batch is not None and batch.journal is not None:
         earlier = once.done(spark, sink.table, batch, before, info.location if info else None)
         if earlier is not None:  # a retry: the batch is already in the table
+            assert info is not None  # found in the table: it exists
             return dataclasses.replace(committed(spark, sink, earlier, info.location), skipped=True)
     try:
         if optimize_write and sink.partition_by:
@@ -176,6 +177,7 @@ def _commit_actions(spark: SparkSession, table: str, version: int,
     (`location`: the table's folder, looked up when not given)."""
     if location is None:
         location = deltalog.describe(spark, table).location
+    assert location is not None  # a Delta table has a location
     out = []
     for _, action in deltalog.commit_actions(spark, location, [version]):
         for kind in ("add", "remove"):

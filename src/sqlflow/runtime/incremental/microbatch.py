@@ -153,6 +153,7 @@ class MicroBatch(BatchFunction):
             for k, b in enumerate(self.sides):
                 split = Q.split(sides[k], b, model=plan.model, origin=f"batch {batch_id}")
                 clean[b.relation] = split.clean
+                assert b.view is not None  # a stream side is read through its delta view
                 split.clean.createOrReplaceTempView(b.view)
                 parts.append(split.quarantine)
             app = self.app_id()
@@ -315,9 +316,9 @@ class MicroBatch(BatchFunction):
             k, n = g["side"], g["n"]
             relation = self.sides[k].relation
             stats.rows[k] = n
-            for r in Q.REASONS:
-                if g[r]:
-                    stats.reasons[r] = stats.reasons.get(r, 0) + g[r]
+            for why in Q.REASONS:
+                if g[why]:
+                    stats.reasons[why] = stats.reasons.get(why, 0) + g[why]
             if n > sum(g[r] for r in Q.REASONS):  # the input has clean rows
                 stats.max_ingest[relation] = g["ingest"]
                 for j, r in enumerate(ranges):
@@ -341,9 +342,11 @@ class MicroBatch(BatchFunction):
         among O's older rows) that O's new rows match: (partition, rows, reason)."""
         p, o = side.binding, side.other
         ps, os_ = self.schemas[p.relation], self.schemas[o.relation]
+        assert p.event_time is not None and o.event_time is not None  # an interval join's sides
         low, high = padding.time_range(new, os_, o.event_time)
         if low is None or not spark.catalog.tableExists(self.state_tables[p.relation]):
             return []
+        assert high is not None  # min and max are None together
         t = padding.micros_of(ps, p.event_time)
         a = F.col(state.BATCH_COLUMN)
         closed = (spark.table(self.state_tables[p.relation])
@@ -380,6 +383,7 @@ class MicroBatch(BatchFunction):
         (no outer join, no batch yet, or flushed already: a restart pads nothing twice)."""
         if not self.outer:
             return None
+        assert self.spark is not None  # given where the query starts
         with self.lock:
             prev = padding.read_progress(self.spark, self.progress)
             return self._close("flush", prev, padding.flush(prev))
@@ -397,6 +401,7 @@ class MicroBatch(BatchFunction):
         with self.lock:
             if not settled():
                 return None
+            assert self.spark is not None  # given where the query starts
             prev = padding.read_progress(self.spark, self.progress)
             return self._close("idle", prev, padding.idle(prev, self.outer, idle))
 
@@ -405,6 +410,7 @@ class MicroBatch(BatchFunction):
         second); its write is skipped when its commit is there."""
         if not self.outer:
             return None
+        assert self.spark is not None  # given where the query starts
         last = padding.unfinished_step(self.spark, self.progress)
         if last is None:
             return None
@@ -417,12 +423,14 @@ class MicroBatch(BatchFunction):
     def _close(self, kind: str, prev: padding.Progress, now: padding.Progress | None) -> BatchReport | None:
         if now is None:
             return None
+        assert self.spark is not None  # given where the query starts
         padding.record(self.spark, self.progress, now.batch, now.seq, kind, now)
         return self._write_close(kind, prev, now)
 
     def _write_close(self, kind: str, prev: padding.Progress, now: padding.Progress) -> BatchReport:
         began = time.monotonic()
         spark, plan = self.spark, self.plan
+        assert spark is not None  # given where the query starts
         frames = []
         try:
             for side in self.outer:

@@ -85,6 +85,7 @@ class Ledger:
         whose rows `batch_id` must copy to the state table (it ends inside a version)."""
         if self.copy_all or self.checkpoint is None:
             return before, set(before)
+        copy: set[str]
         nxt, copy = {}, set()
         for k, r in enumerate(self.relations):
             if r is None:
@@ -115,6 +116,7 @@ class Ledger:
         """The record of `batch_id`. No records at all: a checkpoint from before them, which
         copied every batch (`{}`: every input reads `ALL_COPIES`). A record missing among
         others, or unreadable, would make the batch read the wrong older rows: an error."""
+        assert self.checkpoint is not None  # `before` reads records only with a checkpoint
         folder = self.checkpoint / FOLDER
         path = folder / str(batch_id)
         if not folder.is_dir():

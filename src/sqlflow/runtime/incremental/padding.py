@@ -87,7 +87,7 @@ def sides(plan: StreamPlan) -> list[Side]:
     preserved = sorted(b.relation for b in plan.sources if b.pending_view)
     by_rel = {b.relation: b for b in plan.sources}
     out = []
-    for rel, sql in zip(preserved, plan.padding_sql):
+    for rel, sql in zip(preserved, plan.padding_sql, strict=False):
         p = by_rel[rel]
         others = [b for b in plan.sources if b.read == "stream" and b.relation != rel and b.old_view]
         # a self join (two aliases of one input): O is P's own input, and its prune ranges
@@ -210,7 +210,8 @@ def idle(prev: Progress, plan_sides: list[Side], idle_sides: set[str]) -> Progre
         if s.other.relation not in idle_sides or f is None:
             continue
         new = f - s.other.allowed_lateness_us - s.upper_us
-        if cutoff.get(s.binding.relation) is None or new > cutoff[s.binding.relation]:
+        old = cutoff.get(s.binding.relation)
+        if old is None or new > old:
             cutoff[s.binding.relation], moved = new, True
     if not moved:
         return None
@@ -244,6 +245,7 @@ def tagged(rows: DataFrame, batch: int) -> DataFrame:
 def newly_closed(rows: DataFrame, side: Side, schema: StructType, prev: Progress,
                  now: Progress) -> DataFrame:
     """`rows` (with the batch column) closed at the step `now` and not before it."""
+    assert side.binding.event_time is not None  # an interval join's side has an event time
     a, t = F.col(state.BATCH_COLUMN), micros_of(schema, side.binding.event_time)
     rel = side.binding.relation
     return rows.where(now.closed_for(rel, a, t) & ~prev.closed_for(rel, a, t))
@@ -272,6 +274,8 @@ def padded(spark: SparkSession, side: Side, pending: DataFrame, other_old: DataF
     """The padded output rows of `pending` (P's rows, input columns) against O's rows
     `other_old` UNION ALL `other_delta`: the plan's padding SQL over those views. The frame is
     analysed at once, so the views can be bound to other rows afterwards."""
+    assert side.binding.pending_view is not None and side.other.old_view is not None  # set by the planner
+    assert side.other.view is not None
     pending.createOrReplaceTempView(side.binding.pending_view)
     other_old.createOrReplaceTempView(side.other.old_view)
     other_delta.createOrReplaceTempView(side.other.view)
@@ -302,6 +306,7 @@ def other_rows(spark: SparkSession, side: Side, tables: dict[str, str],
                schemas: dict[str, StructType], before: int, pending: DataFrame) -> DataFrame:
     """O's rows of batches `< before` that P's `pending` rows can match (pruned by time)."""
     p, o = side.binding, side.other
+    assert p.event_time is not None and o.event_time is not None  # an interval join's sides
     low, high = time_range(pending, schemas[p.relation], p.event_time)
     keep = between(schemas[o.relation], o.event_time,
                    None if low is None else low + side.lower_us,

@@ -29,6 +29,7 @@ from typing import Callable
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from sqlflow.engine.context import Context
 from sqlflow.errors import Location, SqlflowError
 from sqlflow.planning.plan import StreamPlan
 from sqlflow.runtime.batchfn import query_failed
@@ -54,7 +55,7 @@ def check_plan(spark: SparkSession, plan: StreamPlan) -> None:
         raise SqlflowError(f"model `{plan.model}` has no stream input", location=where)
 
 
-def start(ctx, plan: StreamPlan, *, trigger: str = AVAILABLE_NOW,
+def start(ctx: Context, plan: StreamPlan, *, trigger: str = AVAILABLE_NOW,
           on_batch: Callable[[BatchReport], None] | None = None,
           after_sink: Callable[[int], None] | None = None,
           after_state: Callable[[int], None] | None = None):
@@ -94,7 +95,7 @@ def start(ctx, plan: StreamPlan, *, trigger: str = AVAILABLE_NOW,
     return query, fn
 
 
-def run_stream(ctx, plan: StreamPlan, *, trigger: str = AVAILABLE_NOW,
+def run_stream(ctx: Context, plan: StreamPlan, *, trigger: str = AVAILABLE_NOW,
                on_batch: Callable[[BatchReport], None] | None = None,
                after_sink: Callable[[int], None] | None = None,
                after_state: Callable[[int], None] | None = None) -> StreamResult:

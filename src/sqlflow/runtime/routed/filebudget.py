@@ -123,6 +123,7 @@ def learn_from_log(spark: SparkSession, table: str, partition_by: tuple[str, ...
     if latest is None:
         return
     location = info.location
+    assert location is not None  # a Delta table has a location
     versions = list(range(max(0, latest - RECENT_COMMITS + 1), latest + 1))
     for _, action in deltalog.commit_actions(spark, location, versions):
         add = action.get("add")

@@ -85,7 +85,7 @@ def committed_hours(spark: SparkSession, plan: RoutedPlan, *,
     return {r["partition"] for r in rows}
 
 
-def commit(spark: SparkSession, plan: RoutedPlan, hours: list[str], *, mode: str, run_id: str,
+def commit(spark: SparkSession, plan: RoutedPlan, hours: list[str], *, mode: commitlog.WriteMode, run_id: str,
            batch: BatchId | None = None, inputs: dict | None = None) -> list[str]:
     """Commit `hours` for every target (see the module docstring); returns the hours whose
     notification fired now."""
@@ -160,9 +160,12 @@ _LOCATIONS: dict[str, str] = {}
 def write_marker(spark: SparkSession, table: str, spec: str) -> None:
     """An empty `_SUCCESS` file in the partition's directory (created when it has no files)."""
     if table not in _LOCATIONS:
-        _LOCATIONS[table] = deltalog.describe(spark, table).location
+        found = deltalog.describe(spark, table).location
+        assert found is not None  # a written Delta table has a location
+        _LOCATIONS[table] = found
     location = _LOCATIONS[table].rstrip("/")
     jvm = spark.sparkContext._jvm
+    assert jvm is not None  # a classic (JVM) session, as every runtime session is
     path = jvm.org.apache.hadoop.fs.Path(f"{location}/{spec}/_SUCCESS")
     fs = path.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())
     fs.create(path, True).close()

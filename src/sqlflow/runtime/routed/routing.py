@@ -42,6 +42,7 @@ from pyspark.errors import AnalysisException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from sqlflow.engine.context import Context
 from sqlflow.errors import Location, SqlflowError
 from sqlflow.planning.plan import RoutedPlan, RouteTarget, Sink
 from sqlflow.runtime.delta import commitlog, once
@@ -156,6 +157,7 @@ def input_view(plan: RoutedPlan, clean: DataFrame) -> DataFrame:
     otherwise every target's query would call them again. Returns what to unpersist."""
     if plan.shared:
         clean = clean.select("*", *[F.expr(sql).alias(name) for name, sql in plan.shared]).persist()
+    assert plan.sources[0].view is not None  # the group's input view
     clean.createOrReplaceTempView(plan.sources[0].view)
     return clean
 
@@ -213,7 +215,7 @@ class RouteBatch(BatchFunction):
     `between_targets(k, batch_id)` is called after target k's write (hook for progress and
     crash tests); `on_batch` gets each RouteReport."""
 
-    def __init__(self, ctx, plan: RoutedPlan, app_id: Callable[[], str],
+    def __init__(self, ctx: Context, plan: RoutedPlan, app_id: Callable[[], str],
                  on_batch: Callable[[RouteReport], None] | None = None,
                  between_targets: Callable[[int, int], None] | None = None,
                  checkpoint: Path | None = None):
@@ -276,6 +278,7 @@ class RouteBatch(BatchFunction):
             if view is not None:
                 view.unpersist()
             df.unpersist()
+            assert b.view is not None  # the group's input view
             spark.catalog.dropTempView(b.view)
         report = RouteReport(plan.model, batch_id, rows_in, quarantined, tuple(writes),
                              tuple(todo), tuple(fired), time.monotonic() - began, dirty=dirty)
@@ -362,7 +365,7 @@ def check_stream_plan(spark: SparkSession, plan: RoutedPlan) -> None:
                            location=Location(plan.path), hint="create or load the input first")
 
 
-def start(ctx, plan: RoutedPlan, *, trigger: str = AVAILABLE_NOW,
+def start(ctx: Context, plan: RoutedPlan, *, trigger: str = AVAILABLE_NOW,
           on_batch: Callable[[RouteReport], None] | None = None,
           between_targets: Callable[[int, int], None] | None = None):
     """Start the group's one query; returns `(query, RouteBatch)`."""
@@ -384,7 +387,7 @@ def start(ctx, plan: RoutedPlan, *, trigger: str = AVAILABLE_NOW,
     return query, fn
 
 
-def run_routed_stream(ctx, plan: RoutedPlan, *, trigger: str = AVAILABLE_NOW,
+def run_routed_stream(ctx: Context, plan: RoutedPlan, *, trigger: str = AVAILABLE_NOW,
                       on_batch: Callable[[RouteReport], None] | None = None,
                       between_targets: Callable[[int, int], None] | None = None,
                       end_of_input: bool = True) -> list[RouteReport]:
@@ -410,7 +413,7 @@ def run_routed_stream(ctx, plan: RoutedPlan, *, trigger: str = AVAILABLE_NOW,
 
 # --- batch ----------------------------------------------------------------------------------------
 
-def run_routed_batch(ctx, plan: RoutedPlan, *, start: date | None = None, end: date | None = None,
+def run_routed_batch(ctx: Context, plan: RoutedPlan, *, start: date | None = None, end: date | None = None,
                      inspect: Callable[[str, DataFrame], None] | None = None) -> Iterator:
     """Backfill every target from one read; yields one `RunResult` per target, then leaves the
     group's RouteReport on the last one (`RunResult.route`). `inspect(model, rows)` sees each

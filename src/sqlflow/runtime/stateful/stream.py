@@ -54,12 +54,13 @@ import threading
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable, Sequence
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import TimestampType
 
+from sqlflow.engine.context import Context
 from sqlflow.errors import Location, SqlflowError
 from sqlflow.planning.plan import Sink, SourceBinding, StreamPlan
 from sqlflow.runtime.delta import commitlog, once
@@ -127,7 +128,7 @@ def check(spark: SparkSession, plan: StreamPlan) -> None:
 
 # --- the query -------------------------------------------------------------------------------------
 
-def start(ctx, plan: StreamPlan, *, trigger: str = AVAILABLE_NOW,
+def start(ctx: Context, plan: StreamPlan, *, trigger: str = AVAILABLE_NOW,
           on_batch: Callable[[BatchReport], None] | None = None,
           after_sink: Callable[[int], None] | None = None, **_ignored):
     """Start the model's query; returns `(query, batch function)` like `stream.start`.
@@ -151,7 +152,7 @@ def start(ctx, plan: StreamPlan, *, trigger: str = AVAILABLE_NOW,
             if b.max_files_per_trigger:
                 reader = reader.option("maxFilesPerTrigger", b.max_files_per_trigger)
             split = Q.split(reader.table(b.relation), b, model=plan.model, origin="stream")
-            assert b.watermark is not None
+            assert b.watermark is not None and b.view is not None
             split.clean.withWatermark(_column(split.clean, b.watermark.column),
                                       b.watermark.delay).createOrReplaceTempView(b.view)
             event = Q.event_times(split.clean, b, model=plan.model).event
@@ -297,7 +298,8 @@ def _from_rows(sink: Sink, rows: DataFrame) -> WriteResult:
     """What a replayed batch had written (the sink skipped it): partitions and rows counted
     from the batch's own rows, so the commit log gets the same entries on a replay."""
     keys = [F.col(f"`{c}`").cast("string").alias(c) for c in sink.partition_by]
-    found = rows.groupBy(*keys).count().collect() if keys else [{"count": rows.count()}]
+    found: Sequence[Row | dict[str, Any]] = ([{"count": rows.count()}] if not keys
+                                             else rows.groupBy(*keys).count().collect())
     parts = tuple(PartitionWrite(tuple((c, r[c]) for c in sink.partition_by), r["count"], 0)
                   for r in found) if keys else ()
     return WriteResult(sink.table, sink.write, rows=sum(r["count"] for r in found), partitions=parts,
@@ -332,6 +334,7 @@ def dirty_partitions(spark: SparkSession, plan: StreamPlan, sides: list[SourceBi
                 if without:
                     times = late.where(F.col(SIDE) == k).select(TIME).distinct()
                     rows = rows.join(times, TIME, "left_anti")
+                assert b.view is not None  # a stream side is read through its view
                 rows.drop(TIME).createOrReplaceTempView(b.view)
             out = spark.sql(plan.sql)
             if not keys:
@@ -342,6 +345,7 @@ def dirty_partitions(spark: SparkSession, plan: StreamPlan, sides: list[SourceBi
                 specs.add(commitlog.partition_spec({c: r[c] for c in plan.sink.partition_by}))
     finally:
         for b in sides:
+            assert b.view is not None  # a stream side is read through its view
             spark.catalog.dropTempView(b.view)
     return tuple(sorted(specs))
 
@@ -406,7 +410,7 @@ class IdleWatch(threading.Thread):
 
 # --- a bounded or endless run -----------------------------------------------------------------------
 
-def run_stateful(ctx, plan: StreamPlan, *, trigger: str = AVAILABLE_NOW,
+def run_stateful(ctx: Context, plan: StreamPlan, *, trigger: str = AVAILABLE_NOW,
                  on_batch: Callable[[BatchReport], None] | None = None,
                  after_sink: Callable[[int], None] | None = None, **_ignored) -> StreamResult:
     """Run one stateful model until it stops, like `stream.run_stream`.
@@ -426,7 +430,8 @@ def run_stateful(ctx, plan: StreamPlan, *, trigger: str = AVAILABLE_NOW,
     return StreamResult(plan.model, tuple(reports), time.monotonic() - began)
 
 
-def _run(ctx, plan: StreamPlan, trigger: str, on_batch, after_sink) -> list[StatefulReport]:
+def _run(ctx: Context, plan: StreamPlan, trigger: str, on_batch: Callable[[BatchReport], None] | None,
+         after_sink: Callable[[int], None] | None) -> list[StatefulReport]:
     query, fn = start(ctx, plan, trigger=trigger, on_batch=on_batch, after_sink=after_sink)
     try:
         query.awaitTermination()

@@ -7,7 +7,7 @@ partition, so a duplicated row counts and a report can say where the outputs dif
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Sequence, cast
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -39,7 +39,8 @@ def compare(spark: SparkSession, want_table: str, got_table: str, partition_by: 
     want, got = _table(spark, want_table), _table(spark, got_table)
     if want is None and got is None:
         return (), ()
-    want = want if want is not None else spark.createDataFrame([], got.schema)
+    # not both None: when `want` is, `got` is not
+    want = want if want is not None else spark.createDataFrame([], cast(DataFrame, got).schema)
     got = got if got is not None else spark.createDataFrame([], want.schema)
     want, got = want.drop(*drop), got.drop(*drop)
     if rename_input and "input" in got.columns:

@@ -20,7 +20,8 @@ from typing import Any, Sequence
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
-from sqlflow.planning.plan import RoutedPlan, SourceBinding, StreamPlan
+from sqlflow.engine.context import Context
+from sqlflow.planning.plan import BatchPlan, Plan, RoutedPlan, SourceBinding, StreamPlan
 from sqlflow.runtime import dispatch
 from sqlflow.runtime.delta import commitlog
 
@@ -36,11 +37,11 @@ class Output:
     quarantine: bool = False
 
 
-def outputs(plan) -> tuple[Output, ...]:
+def outputs(plan: Plan) -> tuple[Output, ...]:
     """The tables `plan` (batch or stream, either kind) writes, in report order, quarantine
     last. A batch plan and its stream plan list the same names in the same order."""
     quarantine = Output("quarantine", plan.quarantine, ("dt",), quarantine=True)
-    if plan.kind == "routed":
+    if isinstance(plan, RoutedPlan):
         return (*(Output(t.model, t.sink.table, t.sink.partition_by) for t in plan.targets), quarantine)
     return Output("sink", plan.sink.table, plan.sink.partition_by), quarantine
 
@@ -67,9 +68,9 @@ def into_scratch(plan: RoutedPlan, scratch: str, suffix: str, *, copies: dict[st
         checkpoint=checkpoint)
 
 
-def scratch_batch(plan, scratch: str):
+def scratch_batch(plan: BatchPlan | RoutedPlan, scratch: str) -> BatchPlan | RoutedPlan:
     """The batch plan writing scratch tables (`__batch`) instead of the model's own."""
-    if plan.kind == "routed":
+    if isinstance(plan, RoutedPlan):
         return into_scratch(plan, scratch, "batch")
     return dataclasses.replace(
         plan, sink=dataclasses.replace(plan.sink, table=f"{scratch}.{plan.model}__batch"),
@@ -81,13 +82,13 @@ def check_stream(spark: SparkSession, plan: StreamPlan | RoutedPlan) -> None:
     dispatch.check_stream(spark, plan)
 
 
-def run_batch_plan(ctx: Any, plan: Any) -> tuple[dict[str, int | None], float]:
+def run_batch_plan(ctx: Context, plan: BatchPlan | RoutedPlan) -> tuple[dict[str, int | None], float]:
     """Run the (scratch) batch plan; the Delta version of each input it read, and seconds."""
     results = list(dispatch.run_batch(ctx, plan))
     return {r.relation: r.version for res in results for r in res.inputs}, results[-1].seconds
 
 
-def run_stream_once(ctx: Any, plan: StreamPlan | RoutedPlan, *, end_of_input: bool) -> tuple[int, int]:
+def run_stream_once(ctx: Context, plan: StreamPlan | RoutedPlan, *, end_of_input: bool) -> tuple[int, int]:
     """One available-now run of the (rebound) stream plan: micro-batches and rows written.
     `end_of_input`: no round follows, so a routed group commits its last open hours."""
     res = dispatch.run_stream(ctx, plan, end_of_input=end_of_input)
@@ -96,13 +97,14 @@ def run_stream_once(ctx: Any, plan: StreamPlan | RoutedPlan, *, end_of_input: bo
     return len(res.batches), res.rows_out
 
 
-def commit_problems(spark: SparkSession, batch: Any, stream: Any) -> tuple[str, ...]:
+def commit_problems(spark: SparkSession, batch: BatchPlan | RoutedPlan, stream: Plan) -> tuple[str, ...]:
     """A routed group's stream, at the end of its input, commits exactly the hours its
     backfill committed, for every target (docs/design.md §2.5, §2.6); any other hour is a problem."""
-    if stream.kind != "routed":
+    if not isinstance(stream, RoutedPlan):
         return ()
+    assert isinstance(batch, RoutedPlan)  # a routed group's backfill is routed too
     pairs = [(t.model, b.sink.table.lower(), t.sink.table.lower())
-             for b, t in zip(batch.targets, stream.targets)]
+             for b, t in zip(batch.targets, stream.targets, strict=False)]
     tables = [name for _, b, s in pairs for name in (b, s)]
     got: dict[str, set[str]] = {}
     for r in (commitlog.read(spark).where((F.col("kind") == "commit") & F.col("table").isin(tables))
@@ -120,7 +122,7 @@ def commit_problems(spark: SparkSession, batch: Any, stream: Any) -> tuple[str, 
     return tuple(out)
 
 
-def routed_selection(ctx, select: Sequence[str] | None,
+def routed_selection(ctx: Context, select: Sequence[str] | None,
                      vars: dict[str, Any] | None = None) -> list[str] | None:
     """`select` with every routed group it touches made whole: a group's name, or any one
     member, selects all members, so the compiler fuses them into the group's RoutedPlan (a

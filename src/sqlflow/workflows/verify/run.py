@@ -49,14 +49,15 @@ import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Literal, Sequence
+from typing import Any, Callable, Literal, Sequence, cast
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from sqlflow.errors import Location, SqlflowError
 from sqlflow.project.runmode import STATE_DIR
-from sqlflow.planning.plan import COMMIT_LOG, RoutedPlan, SourceBinding, StreamPlan
+from sqlflow.engine.context import Context
+from sqlflow.planning.plan import COMMIT_LOG, BatchPlan, RoutedPlan, SourceBinding, StreamPlan
 from sqlflow.runtime.delta.sinks import quote
 from sqlflow.runtime.dispatch import is_stream
 from sqlflow.workflows.verify.compare import PartitionDiff, compare
@@ -120,7 +121,7 @@ Plan = StreamPlan | RoutedPlan
 
 # --- a project: compile, select, verify each streaming model --------------------------------------
 
-def verify_project(ctx, *, select: Sequence[str] | None = None, runs: int = 3, seed: int = 0,
+def verify_project(ctx: Context, *, select: Sequence[str] | None = None, runs: int = 3, seed: int = 0,
                    order: Order = "auto", keep: bool = False, vars: dict[str, Any] | None = None,
                    progress: Progress | None = None,
                    on_model: Callable[[ModelReport], None] | None = None) -> list[ModelReport]:
@@ -147,7 +148,8 @@ def verify_project(ctx, *, select: Sequence[str] | None = None, runs: int = 3, s
     members = [m for p in candidates for m in p.members]
     batches = compile_project(ctx.project_dir, mode="batch", select=members, target=ctx.target, vars=vars)
     batches.raise_if_errors()
-    pairs = [(batches.plans[p.model], p) for p in candidates]
+    # batch mode plans no StreamPlan: a model's is a BatchPlan, a group's a RoutedPlan
+    pairs = [(cast("BatchPlan | RoutedPlan", batches.plans[p.model]), p) for p in candidates]
     for batch_plan, stream_plan in pairs:  # every model's inputs, before the first one runs
         check_inputs(ctx.spark, batch_plan, stream_plan)
     reports = []
@@ -160,7 +162,7 @@ def verify_project(ctx, *, select: Sequence[str] | None = None, runs: int = 3, s
     return reports
 
 
-def check_inputs(spark: SparkSession, batch_plan: Any, stream_plan: Plan) -> None:
+def check_inputs(spark: SparkSession, batch_plan: BatchPlan | RoutedPlan, stream_plan: Plan) -> None:
     """Refuse a model that cannot be verified: no stream input, or an input table missing
     (saying what to run first)."""
     where = Location(stream_plan.path)
@@ -182,7 +184,7 @@ def check_inputs(spark: SparkSession, batch_plan: Any, stream_plan: Plan) -> Non
 
 # --- one model ------------------------------------------------------------------------------------
 
-def verify_model(ctx, batch_plan: Any, stream_plan: Plan, *, runs: int = 3,
+def verify_model(ctx: Context, batch_plan: BatchPlan | RoutedPlan, stream_plan: Plan, *, runs: int = 3,
                  seed: int = 0, order: Order = "auto", keep: bool = False, max_chunks: int = 6,
                  max_rounds: int = 3, progress: Progress | None = None) -> ModelReport:
     """Verify one model or routed group; see the module docstring. `max_chunks` bounds the
@@ -232,7 +234,7 @@ def scratch_schema(model: str) -> str:
     return f"sqlflow_verify_{model.lower()}_{uuid.uuid4().hex[:8]}"
 
 
-def drop_scratch(ctx, scratch: str) -> None:
+def drop_scratch(ctx: Context, scratch: str) -> None:
     """Drop the scratch schema, its checkpoints and its tables' commit-log rows (see the
     module docstring)."""
     spark = ctx.spark
@@ -242,7 +244,8 @@ def drop_scratch(ctx, scratch: str) -> None:
     shutil.rmtree(Path(ctx.project_dir) / VERIFY_DIR / scratch, ignore_errors=True)
 
 
-def _stream_run(ctx, batch: Any, plan: Plan, run: int, runs: int, rnd: random.Random,
+def _stream_run(ctx: Context, batch: BatchPlan | RoutedPlan, plan: Plan, run: int, runs: int,
+                rnd: random.Random,
                 order: str, scratch: str, checkpoint: str, versions: dict[str, int | None],
                 max_chunks: int, max_rounds: int, say: Progress) -> RunReport:
     began = time.monotonic()
@@ -258,7 +261,8 @@ def _stream_run(ctx, batch: Any, plan: Plan, run: int, runs: int, rnd: random.Ra
         # rows already closed (a divergence, docs/design.md §2.7). Those plans get one run per round.
         closes = bool(plan.padding_sql) or plan.strategy == "stateful"
         rounds = split_rounds(commits, rnd, 1 if closes else max_rounds)
-        if plan.kind == "routed":
+        stream: Plan
+        if isinstance(plan, RoutedPlan):
             stream = into_scratch(plan, scratch, f"run{run}", copies=copies, checkpoint=checkpoint)
         else:
             stream = rebind(plan, copies, sink=f"{scratch}.{model}__run{run}",
@@ -275,8 +279,9 @@ def _stream_run(ctx, batch: Any, plan: Plan, run: int, runs: int, rnd: random.Ra
         for a in arrivals:
             a.release()
     rename = {copies[r]: r for r in copies}
+    diffs: tuple[PartitionDiff, ...]
     diffs, problems = (), commit_problems(spark, batch, stream)
-    for want, got in zip(outputs(batch), outputs(stream)):
+    for want, got in zip(outputs(batch), outputs(stream), strict=False):
         d, p = compare(spark, want.table, got.table, want.partition_by, table=want.name,
                        drop=("origin",) if want.quarantine else (),
                        rename_input=rename if want.quarantine else None)
@@ -369,7 +374,7 @@ def split_rounds(commits: list[Any], rnd: random.Random, max_rounds: int) -> lis
         return [[]]
     k = rnd.randint(1, max(1, min(max_rounds, len(commits))))
     cuts = sorted(rnd.sample(range(1, len(commits)), k - 1))
-    return [commits[a:b] for a, b in zip([0, *cuts], [*cuts, len(commits)])]
+    return [commits[a:b] for a, b in zip([0, *cuts], [*cuts, len(commits)], strict=True)]
 
 
 # --- helpers --------------------------------------------------------------------------------------
