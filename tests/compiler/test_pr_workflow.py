@@ -255,3 +255,17 @@ def test_lineage_cli_text_json_and_errors(tmp_path):
 ])
 def test_lineage_of_the_demo_project(column, source):
     assert column_lineage(ROOT, column).sources() == [source]
+
+
+def test_diff_describes_each_member_of_a_routed_group():
+    """The demo project fuses six `ue_*` models into one routed group: diff describes every
+    member as its own model (it once failed on the group's name, which has no IR)."""
+    from sqlflow.workflows.diff import facts_of
+
+    facts = facts_of(Path(__file__).resolve().parents[2])
+    members = sorted(m for m in facts if m.startswith("ue_"))
+    assert members == ["ue_ad", "ue_game", "ue_live", "ue_main", "ue_manga", "ue_music"]
+    assert "user_events_by_department" not in facts
+    ad = facts["ue_ad"]
+    assert ad.sink.startswith("dw.ue_ad ") and ad.partition_by == ("dt", "hour", "event_type", "product")
+    assert ad.strategy == "incremental" and ad.watermarks == ()

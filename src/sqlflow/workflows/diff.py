@@ -29,7 +29,8 @@ from sqlflow.workflows.changes import export_revision
 from sqlflow.compiler import compile_project
 from sqlflow.dialect import DIALECT
 from sqlflow.errors import SqlflowError
-from sqlflow.planning.plan import RoutedPlan
+from sqlflow.analysis.ir import ModelIR
+from sqlflow.planning.plan import RoutedPlan, Sink
 
 IMPACTS = ("safe", "backfill", "full_refresh")
 
@@ -85,28 +86,36 @@ def facts_of(project_dir: Path) -> dict[str, PlanFacts]:
     stream = compile_project(project_dir, mode="stream")
     out: dict[str, PlanFacts] = {}
     for name, plan in batch.plans.items():
-        ir = batch.irs[name]
         splan = stream.plans.get(name)
-        sir = stream.irs.get(name, ir)
-        # a routed group has no IR by its name: the lookup above fails for it (not described yet)
-        assert not isinstance(plan, RoutedPlan)
-        out[name] = PlanFacts(
-            materialized=plan.materialized,
-            columns=tuple(o.name for o in ir.outputs),
-            inputs=tuple(sorted(i.relation for i in ir.inputs)),
-            joins=tuple(_join_text(j) for j in sir.joins),
-            event_time=plan.event_time,
-            watermarks=tuple(sorted(
-                f"{b.relation}: {b.watermark.column} - {b.watermark.delay_us}us"
-                for b in (splan.sources if splan else ()) if b.watermark)),
-            keyed_state=tuple([f"dedup by {', '.join(d.keys)}" for d in sir.dedups]
-                              + [f"group by {', '.join(a.group_keys)}" for a in sir.aggregations]),
-            strategy=getattr(splan, "strategy", None),
-            sink=f"{plan.sink.table} ({plan.sink.write}, {plan.sink.file_format})",
-            partition_by=tuple(plan.sink.partition_by),
-            sql=_without_comments(plan.sql),
-        )
+        if isinstance(plan, RoutedPlan):  # a routed group: each member described as its model
+            for t in plan.targets:
+                out[t.model] = _facts(batch.irs[t.model], stream.irs.get(t.model, batch.irs[t.model]),
+                                      plan.materialized, plan.event_time, splan, t.sink, t.sql)
+            continue
+        out[name] = _facts(batch.irs[name], stream.irs.get(name, batch.irs[name]), plan.materialized,
+                           plan.event_time, splan, plan.sink, plan.sql)
     return out
+
+
+def _facts(ir: ModelIR, sir: ModelIR, materialized: str, event_time: str | None, splan: Any,
+           sink: Sink, sql: str) -> PlanFacts:
+    """The facts of one model: its IRs in both modes, its stream plan (None: batch only)."""
+    return PlanFacts(
+        materialized=materialized,
+        columns=tuple(o.name for o in ir.outputs),
+        inputs=tuple(sorted(i.relation for i in ir.inputs)),
+        joins=tuple(_join_text(j) for j in sir.joins),
+        event_time=event_time,
+        watermarks=tuple(sorted(
+            f"{b.relation}: {b.watermark.column} - {b.watermark.delay_us}us"
+            for b in (splan.sources if splan else ()) if b.watermark)),
+        keyed_state=tuple([f"dedup by {', '.join(d.keys)}" for d in sir.dedups]
+                          + [f"group by {', '.join(a.group_keys)}" for a in sir.aggregations]),
+        strategy=getattr(splan, "strategy", None),
+        sink=f"{sink.table} ({sink.write}, {sink.file_format})",
+        partition_by=tuple(sink.partition_by),
+        sql=_without_comments(sql),
+    )
 
 
 def _without_comments(sql: str) -> str:
