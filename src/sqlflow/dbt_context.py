@@ -7,21 +7,18 @@ them. Model-specific helpers (`ref`, `source`, `config`, `this`) are in render.p
 
 from __future__ import annotations
 
-import datetime
-import itertools
 import logging
 import os
-import re
 from dataclasses import dataclass
 from functools import lru_cache
 from types import SimpleNamespace
 from typing import Any
 
 import jinja2
-from jinja2.sandbox import SandboxedEnvironment
 
 from sqlflow.errors import Location, SqlflowError, did_you_mean
 from sqlflow.project import macro_environment_extensions
+from sqlflow.sandbox import MODULES, Sandbox
 from sqlflow.sourcemap import LineMarkers
 
 log = logging.getLogger("sqlflow.render")
@@ -34,6 +31,7 @@ class Relation:
 
     schema: str
     identifier: str
+    sandbox_attrs = ("schema", "identifier", "name", "database", "render")
 
     def __str__(self) -> str:
         return f"{self.schema}.{self.identifier}" if self.schema else self.identifier
@@ -61,8 +59,8 @@ class MacroReturn(Exception):
 # --- the Jinja environment and compiled templates -------------------------------------------------
 
 
-class _Environment(SandboxedEnvironment):
-    """The sandbox, plus dbt's `return()`: a macro that calls it evaluates to the value.
+class _Environment(Sandbox):
+    """The sandbox (sandbox.py), plus dbt's `return()`: a macro that calls it evaluates to the value.
 
     Calls between macros of one file bypass the globals, so `return` is handled here, where
     every template call passes, rather than only in the macro proxies.
@@ -77,7 +75,7 @@ class _Environment(SandboxedEnvironment):
             raise
 
 
-def _environment() -> SandboxedEnvironment:
+def _environment() -> Sandbox:
     env = _Environment(extensions=[*macro_environment_extensions(), LineMarkers],
                        undefined=jinja2.StrictUndefined)
     env.filters.update({"as_text": lambda x: x, "as_bool": lambda x: x,
@@ -105,6 +103,8 @@ def compile_template(kind: str, path: str, source: str) -> jinja2.Template:
 
 class Var:
     """`var('name', default)`: CLI vars over project vars; a missing var without default fails."""
+
+    sandbox_attrs = ("has_var",)
 
     def __init__(self, values: dict[str, Any]) -> None:
         self.values = values
@@ -162,4 +162,3 @@ def no_warehouse(name: str) -> Any:
 
 
 EXCEPTIONS = SimpleNamespace(raise_compiler_error=_raise_compiler_error, warn=_warn)
-MODULES = SimpleNamespace(datetime=datetime, re=re, itertools=itertools)

@@ -16,6 +16,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from sqlflow.errors import Location, SqlflowError, did_you_mean
+from sqlflow.sandbox import Sandbox
 
 PROFILES_FILE = Path("profiles") / "profiles.yml"
 
@@ -102,7 +103,7 @@ def load_target(
             f"unknown target `{name}`", location=where,
             hint=did_you_mean(name, list(profile.outputs)),
         )
-    env = jinja2.Environment(undefined=jinja2.StrictUndefined)
+    env = Sandbox(undefined=jinja2.StrictUndefined)  # profiles come with pull requests too
     env.globals["env_var"] = _env_var
     try:
         rendered = _render(profile.outputs[name], env)

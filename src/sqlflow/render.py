@@ -290,6 +290,8 @@ class _Config:
     the merged config, calls included.
     """
 
+    sandbox_attrs = ("get", "require")
+
     def __init__(self, node: ModelNode, current: ModelConfig, capture: bool) -> None:
         self.node, self.current, self.capture = node, current, capture
         self.calls: list[dict[str, Any]] = []
