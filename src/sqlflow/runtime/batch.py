@@ -30,9 +30,10 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import DateType, StringType, TimestampNTZType, TimestampType
 
 from sqlflow.errors import Location, SqlflowError
-from sqlflow.plan import COMMIT_LOG, BatchPlan, RoutedPlan, Sink
+from sqlflow.plan import COMMIT_LOG, BatchPlan, RoutedPlan
 from sqlflow.runtime import quarantine as Q
-from sqlflow.runtime import snapshot
+from sqlflow.runtime.ownership import quarantine_sink
+from sqlflow.runtime import ownership, snapshot
 from sqlflow.runtime.analysis_errors import model_errors
 from sqlflow.runtime.deltalog import latest_version
 from sqlflow.runtime.sinks import WriteResult, quote, write
@@ -160,6 +161,8 @@ def run_models(ctx, plans: Sequence[BatchPlan], *, start: date | None = None,
     build on stale or missing rows. The SqlflowError raised names the model and why.
     """
     DateRange.of(start, end)  # refuse a bad range before any model runs
+    # docs/semantics.md, "Table ownership": refuse the run before any table is touched
+    ownership.check_plans(ctx.spark, plans, action="replace")
     for plan in plans:
         if isinstance(plan, RoutedPlan):  # fan-out fusion: one read for every target
             from sqlflow.runtime.routing import run_routed_batch
@@ -249,9 +252,9 @@ def _write_quarantine(spark: SparkSession, plan: BatchPlan, parts: list[DataFram
     for part in parts[1:]:
         rows = rows.unionByName(part)
     if dates is None:
-        return write(spark, Sink(plan.quarantine, "replace", Q.PARTITION_BY), rows)
+        return write(spark, quarantine_sink(plan, "replace", Q.PARTITION_BY), rows)
     where = _string_range("dt", dates)
-    sink = Sink(plan.quarantine, "overwrite_partitions", Q.PARTITION_BY)
+    sink = quarantine_sink(plan, "overwrite_partitions", Q.PARTITION_BY)
     return write(spark, sink, rows.where(F.expr(where)), replace_where=where)
 
 

@@ -54,6 +54,7 @@ from sqlflow.errors import Location
 from sqlflow.plan import PruneRange, Sink, SourceBinding, StreamPlan
 from sqlflow.runtime import commitlog, deltalog, offsets, older, once, padding
 from sqlflow.runtime import quarantine as Q
+from sqlflow.runtime.ownership import quarantine_sink
 from sqlflow.runtime import snapshot, state
 from sqlflow.runtime.analysis_errors import model_errors
 from sqlflow.runtime.batchfn import BatchFunction, Phases
@@ -159,7 +160,7 @@ class MicroBatch(BatchFunction):
             quarantined = sum(reasons.values())
             if quarantined:
                 with phase("quarantine"):
-                    q_sink = Sink(plan.quarantine, "append_once", Q.PARTITION_BY)
+                    q_sink = quarantine_sink(plan, "append_once", Q.PARTITION_BY)
                     write(spark, q_sink, reduce(DataFrame.unionByName, parts),
                           batch=self._id(f"{app}__quarantine", batch_id))
             with phase("prune"):
@@ -185,7 +186,7 @@ class MicroBatch(BatchFunction):
                     if b.relation in copy and counts.get(k):
                         table = self.state_tables[b.relation]
                         state.append(spark, table, clean[b.relation], self._id(table, batch_id),
-                                     indexed=_indexed(b))
+                                     indexed=_indexed(b), owner=plan.model)
                 self.ledger.record(batch_id, after)
                 if now is not None:
                     padding.record(spark, self.progress, batch_id, 0, "batch", now)

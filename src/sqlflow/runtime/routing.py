@@ -47,6 +47,7 @@ from sqlflow.runtime import commitlog, offsets, once
 from sqlflow.runtime import filebudget as FB
 from sqlflow.runtime import partition_commit as PC
 from sqlflow.runtime import quarantine as Q
+from sqlflow.runtime.ownership import quarantine_sink
 from sqlflow.runtime.analysis_errors import model_errors
 from sqlflow.runtime.batchfn import BatchFunction, query_failed
 from sqlflow.runtime.refresh import checkpoint_dir, rebuild_command
@@ -239,7 +240,7 @@ class RouteBatch(BatchFunction):
             view = input_view(plan, split.clean)
             rows_in, quarantined, frontier = _measure(df, b)
             if quarantined:
-                write(spark, Sink(plan.quarantine, "append_once", Q.PARTITION_BY), split.quarantine,
+                write(spark, quarantine_sink(plan, "append_once", Q.PARTITION_BY), split.quarantine,
                       batch=self._id(f"{app}__quarantine", batch_id))
             writes, hours, reached = [], set(), []
             for k, t in enumerate(plan.targets):
@@ -333,7 +334,8 @@ def _record_progress(spark: SparkSession, plan: RoutedPlan, batch: BatchId,
                      frontier: int | None, hours: set[str]) -> None:
     rows = spark.createDataFrame([(batch.batch_id, frontier, sorted(hours))],
                                  "batch_id bigint, frontier_us bigint, hours array<string>")
-    write(spark, Sink(progress_table(plan), "append_once"), rows, batch=batch)
+    write(spark, Sink(progress_table(plan), "append_once", owner=plan.model, role="state"), rows,
+          batch=batch)
 
 
 def _progress(spark: SparkSession, plan: RoutedPlan) -> tuple[int | None, set[str]]:

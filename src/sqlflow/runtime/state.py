@@ -22,7 +22,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
 from sqlflow.errors import Location, SqlflowError
-from sqlflow.runtime import deltalog, once
+from sqlflow.runtime import deltalog, once, ownership
 from sqlflow.runtime.refresh import rebuild_command
 from sqlflow.runtime.sinks import BatchId, quote
 
@@ -36,7 +36,7 @@ def state_table(sink_table: str, model: str, relation: str) -> str:
 
 
 def append(spark: SparkSession, table: str, rows: DataFrame, batch: BatchId,
-           indexed: tuple[str, ...] = ()) -> None:
+           indexed: tuple[str, ...] = (), owner: str = "") -> None:
     """Add one micro-batch's clean rows (`batch`: app id = `table`, the micro-batch id, the
     query's journal); a batch already appended is skipped (`once.done`; without a journal, an
     older checkpoint's batch, Delta's `txn`).
@@ -53,8 +53,11 @@ def append(spark: SparkSession, table: str, rows: DataFrame, batch: BatchId,
         names = {c.lower(): c for c in tagged.columns}
         stats = ",".join(f"`{names[c.lower()]}`" for c in dict.fromkeys([BATCH_COLUMN, *indexed])
                          if c.lower() in names)
-        (tagged.limit(0).writeTo(table).using("delta")
-         .tableProperty("delta.dataSkippingStatsColumns", stats).create())
+        writer = (tagged.limit(0).writeTo(table).using("delta")
+                  .tableProperty("delta.dataSkippingStatsColumns", stats))
+        for key, value in ownership.properties(owner, "state").items() if owner else ():
+            writer = writer.tableProperty(key, value)
+        writer.create()
     if batch.journal is not None:
         before = deltalog.latest_version(spark, table)
         if once.done(spark, table, batch, before) is not None:

@@ -64,6 +64,7 @@ from sqlflow.errors import Location, SqlflowError
 from sqlflow.plan import Sink, SourceBinding, StreamPlan
 from sqlflow.runtime import commitlog, offsets, once, state
 from sqlflow.runtime import quarantine as Q
+from sqlflow.runtime.ownership import quarantine_sink
 from sqlflow.runtime.analysis_errors import model_errors
 from sqlflow.runtime.batchfn import BatchFunction, query_failed
 from sqlflow.runtime.microbatch import SIDE, BatchReport
@@ -140,7 +141,8 @@ def start(ctx, plan: StreamPlan, *, trigger: str = AVAILABLE_NOW,
         spark.sql(f"DROP TABLE IF EXISTS {beats}")  # a new query: old heartbeats are stale
         shutil.rmtree(checkpoint / once.FOLDER, ignore_errors=True)  # and so is its journal
     if not spark.catalog.tableExists(beats):
-        write(spark, Sink(beats, "append_once"), spark.createDataFrame([], HEARTBEAT_SCHEMA),
+        write(spark, Sink(beats, "append_once", owner=plan.model, role="state"),
+              spark.createDataFrame([], HEARTBEAT_SCHEMA),
               batch=BatchId(beats, 0))
     branches: list[DataFrame] = []
     try:
@@ -247,7 +249,7 @@ class StatefulBatch(BatchFunction):
                    .withColumn("origin", F.lit(f"batch {batch_id}")))
             quarantined = bad.count()
             if quarantined:
-                write(spark, Sink(plan.quarantine, "append_once", Q.PARTITION_BY), bad,
+                write(spark, quarantine_sink(plan, "append_once", Q.PARTITION_BY), bad,
                       batch=self._id(f"{app}__quarantine", batch_id))
             rows = df.where(F.col(KIND) == "out").select(f"{OUT}.*")
             out = write(spark, plan.sink, rows, batch=self._id(app, batch_id))

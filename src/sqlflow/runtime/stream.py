@@ -33,7 +33,7 @@ from pyspark.sql import functions as F
 
 from sqlflow.errors import Location, SqlflowError
 from sqlflow.plan import RoutedPlan, StreamPlan
-from sqlflow.runtime import older, once, padding, state
+from sqlflow.runtime import older, once, ownership, padding, state
 from sqlflow.runtime.batchfn import query_failed
 from sqlflow.runtime.microbatch import SIDE, BatchReport, MicroBatch, side_column
 from sqlflow.runtime.refresh import checkpoint_dir, rebuild_command
@@ -212,6 +212,8 @@ def run_streams(ctx, plans, *, trigger: str | None, print_line: Callable[[str], 
     from sqlflow.runtime.summary import progress_line
 
     rows: list[tuple[str, str, int, int, int, float, int]] = []
+    # docs/semantics.md, "Table ownership": refuse the run before any table is touched
+    ownership.check_plans(ctx.spark, plans, action="drop" if full_refresh else "write")
     if full_refresh:
         for plan in plans:
             if isinstance(plan, (StreamPlan, RoutedPlan)):
