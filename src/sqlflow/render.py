@@ -18,6 +18,7 @@ from sqlflow.dag import Dag, build_dag
 from sqlflow.dbt_context import (ENV, EXCEPTIONS, MISSING, MODULES, MacroReturn, Relation, Var,
                                  compile_template, env_var, log_, no_warehouse, return_)
 from sqlflow.errors import DiagnosticSink, Location, SqlflowError, did_you_mean
+from sqlflow.name_check import check_names
 from sqlflow.ownership_check import check_ownership
 from sqlflow.project import ModelNode, Project, SourceTable
 from sqlflow.sourcemap import MODEL_PREFIX, SourceMap, locate_exception, strip_markers
@@ -412,7 +413,8 @@ def render_project(project: Project, target: Any, mode: Mode = "batch",
                 if diag.format() not in seen:
                     seen.add(diag.format())
                     sink.items.append(diag)
-    sink.items.extend(check_ownership(renderer, rendered))
+    names = check_names(renderer, rendered)
+    sink.items.extend(names or check_ownership(renderer, rendered))
     sink.raise_if_errors()
     dag = build_dag(rendered.values())
     return RenderedProject({n: rendered[n] for n in dag.select(select)}, dag)

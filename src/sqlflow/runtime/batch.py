@@ -37,6 +37,7 @@ from sqlflow.runtime import ownership, snapshot
 from sqlflow.runtime.analysis_errors import model_errors
 from sqlflow.runtime.deltalog import latest_version
 from sqlflow.runtime.sinks import WriteResult, quote, write
+from sqlflow.identifiers import quote as quote_ident
 
 try:  # a JVM error pyspark does not translate arrives as Py4JJavaError (not with Spark Connect)
     from py4j.protocol import Py4JJavaError
@@ -272,11 +273,12 @@ def range_predicate(rows: DataFrame, column: str, dates: DateRange, *, model: st
     kind = field.dataType if field else None
     if isinstance(kind, StringType):
         return _string_range(column, dates)
+    q = quote_ident(column)
     if isinstance(kind, DateType):
-        return f"`{column}` >= DATE'{dates.start}' AND `{column}` <= DATE'{dates.end}'"
+        return f"{q} >= DATE'{dates.start}' AND {q} <= DATE'{dates.end}'"
     if isinstance(kind, (TimestampType, TimestampNTZType)):
-        return (f"`{column}` >= TIMESTAMP'{dates.start}' AND "
-                f"`{column}` < TIMESTAMP'{dates.end + timedelta(days=1)}'")
+        return (f"{q} >= TIMESTAMP'{dates.start}' AND "
+                f"{q} < TIMESTAMP'{dates.end + timedelta(days=1)}'")
     raise SqlflowError(
         f"model `{model}`: --start/--end select dates of its first partition column `{column}`, "
         f"which is {kind.simpleString() if kind else 'missing'}",
@@ -284,4 +286,5 @@ def range_predicate(rows: DataFrame, column: str, dates: DateRange, *, model: st
 
 
 def _string_range(column: str, dates: DateRange) -> str:
-    return f"`{column}` >= '{dates.start}' AND `{column}` <= '{dates.end}'"
+    q = quote_ident(column)
+    return f"{q} >= '{dates.start}' AND {q} <= '{dates.end}'"

@@ -31,6 +31,8 @@ from pyspark.errors import AnalysisException
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
+from sqlflow.identifiers import quote_table
+
 _PARTITIONS = "# Partition Information"  # rows: one partition column each
 _TRANSFORMS = "# Partitioning"  # how some catalogs print it instead: `Part 0 | dt`
 _DETAILS = "# Detailed Table Information"
@@ -143,4 +145,4 @@ def _local_log(spark: SparkSession, location: str | None) -> str | None:
 
 def quote(name: str) -> str:
     """`db.table` as a quoted Spark identifier: `` `db`.`table` ``."""
-    return ".".join(f"`{part.strip('`')}`" for part in name.split("."))
+    return quote_table(name)  # sqlflow.identifiers: embedded backticks doubled

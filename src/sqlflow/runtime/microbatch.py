@@ -59,6 +59,7 @@ from sqlflow.runtime import snapshot, state
 from sqlflow.runtime.analysis_errors import model_errors
 from sqlflow.runtime.batchfn import BatchFunction, Phases
 from sqlflow.runtime.sinks import BatchId, WriteResult, committed, write
+from sqlflow.identifiers import quote as quote_ident
 
 SIDE = "__side"
 
@@ -356,7 +357,7 @@ class MicroBatch(BatchFunction):
             emitted = padding.padded(spark, side, closed, old, state.empty(spark, os_))
             still = padding.padded(spark, side, closed, old, new)
             gone = emitted.exceptAll(still)
-            keys = [F.col(f"`{c}`") for c in self.plan.sink.partition_by]
+            keys = [F.col(quote_ident(c)) for c in self.plan.sink.partition_by]
             groups = (gone.groupBy(*keys).count().collect() if keys
                       else [r for r in [gone.agg(F.count(F.lit(1)).alias("count")).collect()[0]]
                             if r["count"]])
@@ -539,5 +540,5 @@ def _micros(df: DataFrame, name: str) -> Column:
 
 def _as_timestamp(schema: StructType, name: str) -> Column:
     field = next(f for f in schema.fields if f.name.lower() == name.lower())
-    column = F.col(f"`{field.name}`")
+    column = F.col(quote_ident(field.name))
     return column if isinstance(field.dataType, TimestampType) else column.cast("timestamp")

@@ -50,6 +50,7 @@ from sqlflow.runtime import quarantine as Q
 from sqlflow.runtime.ownership import quarantine_sink
 from sqlflow.runtime.analysis_errors import model_errors
 from sqlflow.runtime.batchfn import BatchFunction, query_failed
+from sqlflow.identifiers import quote_table as quote
 from sqlflow.runtime.refresh import checkpoint_dir, rebuild_command
 from sqlflow.runtime.sinks import BatchId, WriteResult, write
 from sqlflow.sourcemap import SourceMap
@@ -378,7 +379,7 @@ def start(ctx, plan: RoutedPlan, *, trigger: str = AVAILABLE_NOW,
                     location=Location(t.path),
                     hint=f"rebuild the group from the stream with `{rebuild_command(plan)}` "
                          "(drops every target), or restore the checkpoint")
-        spark.sql(f"DROP TABLE IF EXISTS {progress_table(plan)}")
+        spark.sql(f"DROP TABLE IF EXISTS {quote(progress_table(plan))}")
         shutil.rmtree(checkpoint / once.FOLDER, ignore_errors=True)  # an old query's journal
     b = plan.sources[0]
     reader = spark.readStream.format("delta")

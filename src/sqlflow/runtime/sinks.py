@@ -30,6 +30,7 @@ from sqlflow.errors import SqlflowError
 from sqlflow.plan import Sink
 from sqlflow.runtime import deltalog, once, ownership
 from sqlflow.runtime.deltalog import TableInfo, quote
+from sqlflow.identifiers import quote as quote_ident
 
 
 @dataclass(frozen=True)
@@ -114,7 +115,7 @@ def write(spark: SparkSession, sink: Sink, rows: DataFrame | None = None, *, sql
             return dataclasses.replace(committed(spark, sink, earlier, info.location), skipped=True)
     try:
         if optimize_write and sink.partition_by:
-            rows = rows.hint("rebalance", *[F.col(f"`{c}`") for c in sink.partition_by])
+            rows = rows.hint("rebalance", *[F.col(quote_ident(c)) for c in sink.partition_by])
         _dispatch(sink, rows, info is None, replace_where, batch)
     except AnalysisException as exc:
         raise SqlflowError(f"cannot write `{sink.table}`: {str(exc).splitlines()[0]}",

@@ -25,6 +25,7 @@ from sqlflow.errors import Location, SqlflowError
 from sqlflow.runtime import deltalog, once, ownership
 from sqlflow.runtime.refresh import rebuild_command
 from sqlflow.runtime.sinks import BatchId, quote
+from sqlflow.identifiers import quote as quote_ident
 
 BATCH_COLUMN = "__sqlflow_batch"
 
@@ -51,7 +52,7 @@ def append(spark: SparkSession, table: str, rows: DataFrame, batch: BatchId,
     if not spark.catalog.tableExists(table):
         _ensure_schema(spark, table)
         names = {c.lower(): c for c in tagged.columns}
-        stats = ",".join(f"`{names[c.lower()]}`" for c in dict.fromkeys([BATCH_COLUMN, *indexed])
+        stats = ",".join(quote_ident(names[c.lower()]) for c in dict.fromkeys([BATCH_COLUMN, *indexed])
                          if c.lower() in names)
         writer = (tagged.limit(0).writeTo(table).using("delta")
                   .tableProperty("delta.dataSkippingStatsColumns", stats))
@@ -87,7 +88,7 @@ def older(spark: SparkSession, table: str, schema: StructType, batch_id: int,
     rows = spark.table(table).where((batch > F.lit(after)) & (batch < F.lit(batch_id)))
     if keep is not None:
         rows = rows.where(keep)
-    return rows.select(*[F.col(f"`{f.name}`") for f in schema.fields])
+    return rows.select(*[F.col(quote_ident(f.name)) for f in schema.fields])
 
 
 def refuse_rewrite(spark: SparkSession, plan, checkpoint) -> None:
@@ -102,4 +103,4 @@ def refuse_rewrite(spark: SparkSession, plan, checkpoint) -> None:
 
 
 def drop(spark: SparkSession, table: str) -> None:
-    spark.sql(f"DROP TABLE IF EXISTS {table}")
+    spark.sql(f"DROP TABLE IF EXISTS {quote(table)}")

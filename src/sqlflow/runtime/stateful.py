@@ -71,6 +71,8 @@ from sqlflow.runtime.microbatch import SIDE, BatchReport
 from sqlflow.runtime.refresh import checkpoint_dir, rebuild_command
 from sqlflow.runtime.sinks import BatchId, PartitionWrite, WriteResult, write
 from sqlflow.runtime.stream import AVAILABLE_NOW, StreamResult, _query_id
+from sqlflow.identifiers import quote as quote_ident
+from sqlflow.identifiers import quote_table as quote
 
 KIND, OUT, QROW, TIME = "__kind", "__o", "__q", "__t"
 POLICY = "spark.sql.streaming.multipleWatermarkPolicy"
@@ -138,7 +140,7 @@ def start(ctx, plan: StreamPlan, *, trigger: str = AVAILABLE_NOW,
     beats = heartbeat_table(plan.sink.table, plan.model)
     if not (checkpoint / "offsets").is_dir():
         state.refuse_rewrite(spark, plan, checkpoint)
-        spark.sql(f"DROP TABLE IF EXISTS {beats}")  # a new query: old heartbeats are stale
+        spark.sql(f"DROP TABLE IF EXISTS {quote(beats)}")  # a new query: old heartbeats are stale
         shutil.rmtree(checkpoint / once.FOLDER, ignore_errors=True)  # and so is its journal
     if not spark.catalog.tableExists(beats):
         write(spark, Sink(beats, "append_once", owner=plan.model, role="state"),
@@ -159,14 +161,14 @@ def start(ctx, plan: StreamPlan, *, trigger: str = AVAILABLE_NOW,
                                                F.unix_micros(event).alias(TIME)))
             branches.append(split.quarantine.select(
                 F.lit("quarantine").alias(KIND), F.lit(k).alias(SIDE),
-                F.struct(*[F.col(f"`{c}`") for c in split.quarantine.columns]).alias(QROW)))
+                F.struct(*[F.col(quote_ident(c)) for c in split.quarantine.columns]).alias(QROW)))
         with model_errors(plan):  # Spark's analysis error at the model's line
             model = spark.sql(plan.sql)
     finally:
         for b in sides:
             spark.catalog.dropTempView(b.view)
     out = model.select(F.lit("out").alias(KIND),
-                       F.struct(*[model[f"`{c}`"] for c in model.columns]).alias(OUT))
+                       F.struct(*[model[quote_ident(c)] for c in model.columns]).alias(OUT))
     envelope = out.unionByName(heartbeat_branch(spark, beats), allowMissingColumns=True)
     for branch in branches:
         envelope = envelope.unionByName(branch, allowMissingColumns=True)
@@ -301,7 +303,7 @@ def next_watermark_ms(checkpoint: Path) -> int:
 def _from_rows(sink: Sink, rows: DataFrame) -> WriteResult:
     """What a replayed batch had written (the sink skipped it): partitions and rows counted
     from the batch's own rows, so the commit log gets the same entries on a replay."""
-    keys = [F.col(f"`{c}`").cast("string").alias(c) for c in sink.partition_by]
+    keys = [F.col(quote_ident(c)).cast("string").alias(c) for c in sink.partition_by]
     found = rows.groupBy(*keys).count().collect() if keys else [{"count": rows.count()}]
     parts = tuple(PartitionWrite(tuple((c, r[c]) for c in sink.partition_by), r["count"], 0)
                   for r in found) if keys else ()
@@ -326,7 +328,7 @@ def dirty_partitions(spark: SparkSession, plan: StreamPlan, sides: list[SourceBi
     if low is None:
         return ()
     low, high = low - plan.flush_margin_us, high + plan.flush_margin_us
-    keys = [F.col(f"`{c}`").cast("string").alias(c) for c in plan.sink.partition_by]
+    keys = [F.col(quote_ident(c)).cast("string").alias(c) for c in plan.sink.partition_by]
     specs: set[str] = set()
     try:
         for without in (False, True):

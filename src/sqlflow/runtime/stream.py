@@ -38,6 +38,7 @@ from sqlflow.runtime.batchfn import query_failed
 from sqlflow.runtime.microbatch import SIDE, BatchReport, MicroBatch, side_column
 from sqlflow.runtime.refresh import checkpoint_dir, rebuild_command
 from sqlflow.runtime.refresh import full_refresh as full_refresh_plan
+from sqlflow.identifiers import quote as quote_ident
 
 AVAILABLE_NOW = "available-now"
 IDLE_POLL_S = 5.0
@@ -120,7 +121,7 @@ def start(ctx, plan: StreamPlan, *, trigger: str = AVAILABLE_NOW,
             reader = reader.option("maxFilesPerTrigger", b.max_files_per_trigger)
         rows = reader.table(b.relation)
         frames.append(rows.select(F.lit(k).alias(SIDE), *[
-            F.struct(*[rows[f"`{c}`"] for c in rows.columns]).alias(side_column(j)) if j == k
+            F.struct(*[rows[quote_ident(c)] for c in rows.columns]).alias(side_column(j)) if j == k
             else F.lit(None).cast(schemas[o.relation]).alias(side_column(j))
             for j, o in enumerate(sides)]))
     envelope: DataFrame = reduce(DataFrame.unionByName, frames)
