@@ -19,6 +19,7 @@ import jinja2
 from sqlflow.errors import Location, SqlflowError, did_you_mean
 from sqlflow.project import macro_environment_extensions
 from sqlflow.sandbox import MODULES, Sandbox
+from sqlflow.secrets import is_secret, prefixes
 from sqlflow.sourcemap import LineMarkers
 
 log = logging.getLogger("sqlflow.render")
@@ -124,6 +125,12 @@ class Var:
 
 
 def env_var(name: str, default: Any = MISSING) -> Any:
+    if is_secret(name):  # docs/deploy.md, "Secrets": as dbt, secrets belong in profiles only
+        raise SqlflowError(
+            f"env_var('{name}'): secret environment variables ({', '.join(prefixes())}*) can "
+            "only be used in profiles/profiles.yml",
+            hint="pass the secret through the profile's server_side_parameters, never into a "
+                 "model's SQL, config or a source")
     if name in os.environ:
         return os.environ[name]
     if default is MISSING:

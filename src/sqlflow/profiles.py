@@ -13,7 +13,7 @@ from typing import Any, Literal
 
 import jinja2
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
 
 from sqlflow.errors import Location, SqlflowError, did_you_mean
 from sqlflow.sandbox import Sandbox
@@ -31,6 +31,13 @@ class Target(BaseModel):
     method: Literal["session"]
     schema_: str = Field(alias="schema")
     server_side_parameters: dict[str, str] = Field(default_factory=dict)
+    # server_side_parameters keys whose value came from env_var(), and the variables it read:
+    # the session sets them after the JVM starts, off its command line (docs/deploy.md)
+    _env_sourced: dict[str, tuple[str, ...]] = PrivateAttr(default_factory=dict)
+
+    @property
+    def env_sourced(self) -> dict[str, tuple[str, ...]]:
+        return self._env_sourced
 
     @property
     def is_connect(self) -> bool:
@@ -104,10 +111,21 @@ def load_target(
             hint=did_you_mean(name, list(profile.outputs)),
         )
     env = Sandbox(undefined=jinja2.StrictUndefined)  # profiles come with pull requests too
-    env.globals["env_var"] = _env_var
+    used: list[str] = []
+
+    def recording_env_var(var: str, default: str | None = None) -> str:
+        used.append(var)
+        return _env_var(var, default)
+
+    env.globals["env_var"] = recording_env_var
     try:
         rendered = _render(profile.outputs[name], env)
         target = Target.model_validate({**rendered, "name": name})
+        for key, value in (profile.outputs[name].get("server_side_parameters") or {}).items():
+            used.clear()
+            _render(value, env)
+            if used:
+                target._env_sourced[str(key)] = tuple(used)
     except ValidationError as exc:
         raise SqlflowError(
             f"target `{name}` is not a dbt-spark session target: {_first_error(exc)}",
