@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
 
 from sqlflow.errors import Location, SqlflowError, did_you_mean
 from sqlflow.sandbox import Sandbox
+from sqlflow.sources import DuplicateKey, _LineLoader
 
 PROFILES_FILE = Path("profiles") / "profiles.yml"
 
@@ -88,7 +89,11 @@ def load_target(
             hint="create it (see the README's Profiles section) or run from the project root",
         )
     try:
-        raw = yaml.safe_load(path.read_text()) or {}
+        raw = yaml.load(path.read_text(), Loader=_LineLoader) or {}  # noqa: S506 (SafeLoader)
+    except DuplicateKey as exc:
+        raise SqlflowError(f"key `{exc.key}` is written twice (lines {exc.first} and {exc.second})",
+                           location=Location(str(PROFILES_FILE), exc.second),
+                           hint="keep one of them") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         loc = Location(str(PROFILES_FILE), mark.line + 1, mark.column + 1) if mark else where
