@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from sqlflow.config_origin import config_line
-from sqlflow.errors import Diagnostic
+from sqlflow.errors import Diagnostic, Location
 from sqlflow.plan import COMMIT_LOG, quarantine_table
 
 RESERVED_PREFIX = "__sqlflow"
@@ -22,7 +22,6 @@ def check_ownership(renderer: Any, rendered: dict[str, Any]) -> list[Diagnostic]
     """Diagnostics for every table two owners would share, over all enabled models."""
     project = renderer.project
     sources = {str(renderer.source_relation(t)).lower(): key for key, t in project.sources.items()}
-    owners: dict[str, tuple[str, str]] = {}  # relation -> (model, role)
     diags: list[Diagnostic] = []
     tables = []
     for name in sorted(rendered):
@@ -34,22 +33,33 @@ def check_ownership(renderer: Any, rendered: dict[str, Any]) -> list[Diagnostic]
         tables.append((name, "sink", sink, config_line(model.path, raw, "alias", "schema")))
         tables.append((name, "quarantine", quarantine_table(sink, model.config.quarantine),
                        config_line(model.path, raw, "quarantine")))
+    claims: dict[str, list[tuple[str, str, str, Location]]] = {}
     for name, role, table, where in tables:
-        key = table.lower()
-        problem = _reserved(table)
-        if problem is None and key in sources:
-            problem = f"is the declared source `{sources[key]}`"
-        if problem is None and key in owners:
-            other, other_role = owners[key]
-            problem = (f"is already the {other_role} table of model `{other}`" if other != name
-                       else f"is also its own {other_role} table")
+        problem = _reserved(table) or (
+            f"is the declared source `{sources[table.lower()]}`" if table.lower() in sources else None)
         if problem is not None:
-            diags.append(Diagnostic(
-                f"model `{name}`: its {role} table `{table}` {problem}; two owners cannot share "
-                "a table", where, _hint(role)))
+            diags.append(_diag(name, role, table, problem, where))
+        else:
+            claims.setdefault(table.lower(), []).append((name, role, table, where))
+    clashed: set[str] = set()
+    # sinks first: a default quarantine follows its sink, so its clash is no news
+    for claimants in sorted(claims.values(), key=lambda c: all(r == "quarantine" for _, r, _, _ in c)):
+        if len(claimants) < 2 or any(c[0] in clashed for c in claimants):
             continue
-        owners[key] = (name, role)
+        # blame the config that chose the name (a line in the file), else the later model
+        blamed = [c for c in claimants if c[3].line] or claimants[1:]
+        for name, role, table, where in blamed:
+            other = next((c for c in claimants if c[0] != name), None)
+            problem = (f"is already the {other[1]} table of model `{other[0]}`" if other
+                       else "is both its sink and its quarantine table")
+            diags.append(_diag(name, role, table, problem, where))
+            clashed.add(name)
     return diags
+
+
+def _diag(name: str, role: str, table: str, problem: str, where: Location) -> Diagnostic:
+    return Diagnostic(f"model `{name}`: its {role} table `{table}` {problem}; two owners cannot "
+                      "share a table", where, _hint(role))
 
 
 def _reserved(table: str) -> str | None:
