@@ -34,12 +34,25 @@
   create or replace table {{ relation }}
   using delta
   {{ options_clause() }}
-  {{ tblproperties_clause() }}
+  {{ sqlflow_tblproperties('sink') }}
   partitioned by ({{ partition_by | join(', ') }})
   {{ location_clause() }}
   {{ comment_clause() }}
   as
   {{ sql }}
+{% endmacro %}
+
+
+{% macro sqlflow_tblproperties(role) %}
+  {#-- The config's tblproperties plus the owner sqlflow checks before it replaces a table
+       (docs/semantics.md, "Table ownership"), so sqlflow and dbt may rebuild each other's. --#}
+  {%- set props = dict(config.get('tblproperties') or {}) -%}
+  {%- do props.update({'sqlflow.model': model.name, 'sqlflow.role': role}) -%}
+  tblproperties (
+    {%- for key, value in props.items() -%}
+      '{{ key }}' = '{{ value }}'{{ ", " if not loop.last }}
+    {%- endfor -%}
+  )
 {% endmacro %}
 
 

@@ -210,7 +210,8 @@
   {%- set quarantine = target_relation.incorporate(
         path={"identifier": target_relation.identifier ~ '__quarantine'}) -%}
   {%- call statement('sqlflow_quarantine') -%}
-    create or replace table {{ quarantine }} using delta partitioned by (dt) as
+    create or replace table {{ quarantine }} using delta partitioned by (dt)
+    {{ sqlflow_tblproperties('quarantine') }} as
     {{ selects | join('\nunion all\n') }}
   {%- endcall -%}
   {% do return((inputs | map(attribute='view') | list) + dim.views) %}

@@ -23,6 +23,7 @@ from sqlflow.planning.planner import build_plan
 from sqlflow.project.load import Project, load_project
 from sqlflow.project.profiles import Target
 from sqlflow.rendering.render import RenderedModel, render_project
+from sqlflow.secrets import mask
 
 ARTIFACT_DIR = Path("target") / "sqlflow"
 
@@ -145,8 +146,8 @@ def write_artifacts(result: CompileResult, project_dir: Path) -> list[Path]:
     written = []
     for name, plan in result.plans.items():
         sql_path, json_path = folder / f"{name}.sql", folder / f"{name}.json"
-        sql_path.write_text(plan_sql_text(plan))
-        json_path.write_text(plan_json_text(plan, result.irs.get(name)))
+        sql_path.write_text(mask(plan_sql_text(plan)))  # docs/deploy.md, "Secrets"
+        json_path.write_text(mask(plan_json_text(plan, result.irs.get(name))))
         written += [sql_path, json_path]
     return written
 

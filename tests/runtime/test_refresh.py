@@ -18,18 +18,37 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 class FakeCatalog:
-    """The catalog and `sql` of a SparkSession, over a set of table names."""
+    """The catalog and `sql` of a SparkSession, over table names and their `sqlflow.model`
+    owners (None: a table sqlflow did not create)."""
 
-    def __init__(self, tables):
-        self.tables, self.statements = set(tables), []
+    def __init__(self, tables: dict[str, str | None]):
+        self.owners, self.statements = dict(tables), []
         self.catalog = self
 
+    @property
+    def tables(self):
+        return set(self.owners)
+
     def tableExists(self, name):  # noqa: N802 (Spark's name)
-        return name in self.tables
+        return name in self.owners
 
     def sql(self, statement):
         self.statements.append(statement)
-        self.tables.discard(statement.removeprefix("DROP TABLE "))
+        if statement.startswith("DESCRIBE TABLE EXTENDED "):
+            name = statement.removeprefix("DESCRIBE TABLE EXTENDED ").replace("`", "")
+            owner = self.owners[name]
+            props = f"[delta.x=1, sqlflow.model={owner}, sqlflow.role=sink]" if owner else "[]"
+            return FakeRows([("# Detailed Table Information", ""), ("Provider", "delta"),
+                             ("Table Properties", props)])
+        self.owners.pop(statement.removeprefix("DROP TABLE ").replace("`", ""), None)
+
+
+class FakeRows:
+    def __init__(self, rows):
+        self.rows = [{"col_name": a, "data_type": b} for a, b in rows]
+
+    def collect(self):
+        return self.rows
 
 
 @pytest.fixture(scope="module")
@@ -50,7 +69,8 @@ def test_a_model_loses_its_sink_quarantine_and_checkpoint_and_nothing_else(plans
     (folder / "offsets").mkdir(parents=True)
     other = checkpoint_dir(project, compiled["dwd_ad_clicks_attributed"])
     (other / "offsets").mkdir(parents=True)
-    spark = FakeCatalog({plan.sink.table, plan.quarantine, "dw.dwd_ad_clicks_attributed", "ods.x"})
+    spark = FakeCatalog({plan.sink.table: plan.model, plan.quarantine: plan.model,
+                         "dw.dwd_ad_clicks_attributed": "dwd_ad_clicks_attributed", "ods.x": None})
     removed = full_refresh(spark, project, plan)
     assert removed == [f"table {plan.sink.table}", f"table {plan.quarantine}", f"checkpoint {folder}"]
     assert spark.tables == {"dw.dwd_ad_clicks_attributed", "ods.x"}
@@ -66,8 +86,27 @@ def test_a_routed_group_loses_every_target_and_its_one_checkpoint(plans):
     folder.mkdir(parents=True)
     targets = {t.sink.table for t in group.targets}
     assert len(targets) == 6
-    spark = FakeCatalog(targets | {group.quarantine, "dw.stg_user_events"})
+    spark = FakeCatalog({**{t.sink.table: t.model for t in group.targets},
+                         group.quarantine: group.model, "dw.stg_user_events": "stg_user_events"})
     removed = full_refresh(spark, project, group)
     assert sorted(removed) == sorted([f"table {t}" for t in targets | {group.quarantine}]
                                      + [f"checkpoint {folder}"])
     assert spark.tables == {"dw.stg_user_events"} and not folder.exists()
+
+
+@pytest.mark.parametrize("owner", [None, "another_model"])
+def test_a_table_the_model_does_not_own_is_refused_and_nothing_is_dropped(plans, owner):
+    from sqlflow.errors import SqlflowError
+
+    project, compiled = plans
+    plan = compiled["dwd_ad_click_samples"]
+    folder = checkpoint_dir(project, plan)
+    (folder / "offsets").mkdir(parents=True, exist_ok=True)
+    spark = FakeCatalog({plan.sink.table: plan.model, plan.quarantine: owner})
+    with pytest.raises(SqlflowError) as err:
+        full_refresh(spark, project, plan)
+    message = str(err.value)
+    assert f"would drop table `{plan.quarantine}`" in message
+    assert (f"belongs to model `{owner}`" if owner else "not created by sqlflow") in message
+    assert not [s for s in spark.statements if s.startswith("DROP")]
+    assert spark.tables == {plan.sink.table, plan.quarantine} and folder.exists()

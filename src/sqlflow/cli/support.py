@@ -13,6 +13,7 @@ from rich.console import Console
 
 from sqlflow.engine.context import Context
 from sqlflow.errors import SqlflowError
+from sqlflow.secrets import install_log_masking, mask_exception
 
 console = Console(highlight=False)
 err_console = Console(stderr=True, highlight=False)
@@ -25,14 +26,18 @@ def error_handler(fn):
     def wrapper(*args, **kwargs):
         ctx = click.get_current_context()
         debug = bool(ctx.find_root().params.get("debug"))
+        install_log_masking()
         try:
             return fn(*args, **kwargs)
         except SqlflowError as exc:
+            mask_exception(exc)  # docs/deploy.md, "Secrets": never print a secret's value
             if debug:
                 raise
             for diag in exc.diagnostics:
                 err_console.print(f"[red]{escape(diag.format())}[/red]", soft_wrap=True)
             sys.exit(1)
+        except Exception as exc:
+            raise mask_exception(exc)  # noqa: B904 (the same exception, re-raised masked)
 
     return wrapper
 

@@ -12,8 +12,9 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from sqlflow.errors import SqlflowError
-from sqlflow.project.profiles import Target
+from sqlflow.errors import Location, SqlflowError
+from sqlflow.project.profiles import PROFILES_FILE, Target
+from sqlflow.secrets import is_secret
 
 # Config keys whose values are filesystem paths, relative to the project root in the profile.
 _PATH_KEYS = ("spark.sql.warehouse.dir", "spark.local.dir", "spark.sql.streaming.checkpointLocation")
@@ -73,9 +74,11 @@ def build_session(
         for key in ("spark.sql.warehouse.dir",):
             if key in conf and "://" not in conf[key]:
                 Path(conf[key]).mkdir(parents=True, exist_ok=True)
+    later = deferred_conf(target, conf)
     builder = SparkSession.builder
     for key, value in conf.items():
-        builder = builder.config(key, value)
+        if key not in later:
+            builder = builder.config(key, value)
     if not target.is_connect:
         builder = builder.enableHiveSupport()
     try:
@@ -91,6 +94,7 @@ def build_session(
             hint="check the target's server_side_parameters in profiles/profiles.yml "
             "(run with --debug for the full error)",
         ) from exc
+    set_after_start(spark, target, later)
     if not target.is_connect:
         spark.sparkContext.setLogLevel("ERROR")
         _quiet(spark, "org.apache.hadoop.hive.metastore.HiveAlterHandler")
@@ -98,6 +102,52 @@ def build_session(
 
     register_udfs(spark, project_dir)
     return spark
+
+
+# Settings the JVM reads only at launch: they must be on its command line.
+_LAUNCH_ONLY = ("spark.master", "spark.remote", "spark.app.name", "spark.driver.", "spark.executor.",
+                "spark.jars", "spark.submit.", "spark.sql.warehouse.dir", "spark.sql.extensions",
+                "spark.sql.catalogImplementation", "spark.ui.")
+
+
+def deferred_conf(target: Target, conf: dict[str, str]) -> dict[str, str]:
+    """The profile settings whose values come from environment variables, to set after the JVM
+    starts: PySpark launches the JVM with every builder setting as `--conf k=v`, readable by any
+    local user in `ps` (docs/deploy.md, "Secrets"). A launch-only setting stays on the command
+    line, and one that reads a secret variable there is refused."""
+    later = {}
+    for key, names in target.env_sourced.items():
+        if key not in conf:
+            continue
+        if key.startswith(_LAUNCH_ONLY):
+            secret = [n for n in names if is_secret(n)]
+            if secret:
+                raise SqlflowError(
+                    f"profile setting `{key}` reads the secret `{secret[0]}`, but Spark reads it "
+                    "only at launch, where every local user can see it on the command line",
+                    location=Location(str(PROFILES_FILE)),
+                    hint="keep secrets to runtime settings (e.g. spark.hadoop.*), or put this one "
+                         "in a spark-defaults.conf readable only by you (docs/deploy.md)")
+            continue
+        later[key] = conf[key]
+    return later
+
+
+def set_after_start(spark, target: Target, later: dict[str, str]) -> None:
+    """Set the deferred settings on the running session (Hadoop settings on its Hadoop
+    configuration too, where file systems read them)."""
+    for key, value in later.items():
+        if key.startswith("spark.hadoop.") and not target.is_connect:
+            spark.sparkContext._jsc.hadoopConfiguration().set(key.removeprefix("spark.hadoop."), value)
+        try:
+            spark.conf.set(key, value)
+        except Exception as exc:  # a static setting: Spark refuses it on a running session
+            raise SqlflowError(
+                f"profile setting `{key}` takes its value from an environment variable, but Spark "
+                f"accepts it only at launch ({str(exc).splitlines()[0]})",
+                location=Location(str(PROFILES_FILE)),
+                hint="write the value in the profile, or in a spark-defaults.conf readable only "
+                     "by you (docs/deploy.md)") from None
 
 
 def _quiet(spark, logger: str) -> None:

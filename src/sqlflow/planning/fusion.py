@@ -194,7 +194,8 @@ def _routed_plan(result: Any, group: str, members: list[str],
                 f"use levels of its partition_by other than {', '.join(cfg.commit_by)}: "
                 f"{', '.join(sorted(levels)) or '(none)'}"))
             return None
-        targets.append(RouteTarget(name, plan.path, plan.sql, plan.sink,
+        targets.append(RouteTarget(name, plan.path, plan.sql,
+                                   dataclasses.replace(plan.sink, role="routed"),
                                    config.target_file_size or DEFAULT_TARGET_FILE_SIZE,
                                    config.max_files_per_partition, source_map=plan.source_map))
     shared = share_calls([t.sql for t in targets])
@@ -204,6 +205,7 @@ def _routed_plan(result: Any, group: str, members: list[str],
         model=group, path=first.path, materialized=first.materialized, mode=result.mode,
         strategy=first.strategy if stream else "batch", sources=first.sources,
         targets=tuple(targets), quarantine=quarantine_table(f"{schema}{group}", None),
+        quarantine_origin=first.path,
         commit=RouteCommit(cfg.commit_by[0], cfg.commit_by[1], source.allowed_lateness_us,
                            cfg.success_marker, cfg.notify_url, cfg.notify_command),
         bytes_per_row=cfg.bytes_per_row,

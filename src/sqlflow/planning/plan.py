@@ -137,13 +137,18 @@ class DimPlan:
 class Sink:
     """Where the rows go. `overwrite_partitions`: replace exactly the partitions computed;
     `append_once`: Delta append made idempotent per (query, batch id); `replace`: whole table;
-    `view`: a view over the SQL."""
+    `view`: a view over the SQL. `owner` and `role` are recorded in the table's properties
+    when it is created, and a write to a table another model (or nobody) owns is refused
+    (docs/semantics.md, "Table ownership"); `origin` is the config line that names the table."""
 
     table: str
     write: Write
     partition_by: tuple[str, ...] = ()
     checkpoint: str | None = None
     file_format: str = "delta"
+    owner: str | None = None
+    role: str = "sink"
+    origin: str = ""
 
 
 @dataclass(frozen=True)
@@ -168,6 +173,7 @@ class BatchPlan:
     dim: DimPlan | None = None
     mode: Literal["batch"] = "batch"
     warnings: tuple[str, ...] = ()
+    quarantine_origin: str = ""  # the config line naming the quarantine table (ownership)
     source_map: SourceMap | None = source_map_field()
 
     kind: ClassVar[PlanKind] = "batch"
@@ -204,6 +210,7 @@ class StreamPlan:
     warnings: tuple[str, ...] = ()
     idle_timeout_us: int | None = None  # config `idle_timeout`: close what an idle input holds open
     flush_margin_us: int = 0  # stateful: sum of the stream joins' widest bounds (end-of-input flush)
+    quarantine_origin: str = ""  # the config line naming the quarantine table (ownership)
     source_map: SourceMap | None = source_map_field()
 
     kind: ClassVar[PlanKind] = "stream"
@@ -350,6 +357,7 @@ class RoutedPlan:
     warnings: tuple[str, ...] = ()
     shared: tuple[tuple[str, str], ...] = ()  # (column, call): computed once per input row
     padding_sql: tuple[str, ...] = ()
+    quarantine_origin: str = ""
 
     kind: ClassVar[PlanKind] = "routed"
 

@@ -10,6 +10,7 @@ from sqlglot import exp
 
 from sqlflow.project.config import column_list, micros
 from sqlflow.project.runmode import STATE_DIR
+from sqlflow.project.config_origin import config_line
 from sqlflow.analysis.ir import InputRel, JoinIR, ModelIR
 from sqlflow.planning.plan import (
     COMMIT_LOG, BatchPlan, Mode, PruneRange, Sink, SourceBinding, StreamPlan, Watermark,
@@ -33,8 +34,11 @@ def build_plan(rendered: Any, ir: ModelIR, mode: Mode, *,
     unpinned, ir = ir, pin(ir)  # dimensions and READY through views pinned per run/micro-batch
     partition_by = column_list(config.partition_by)
     quarantine = quarantine_table(table, config.quarantine)
+    raw = rendered.source_map.raw_lines if rendered.source_map else ()
+    q_origin = str(config_line(rendered.path, "\n".join(raw), "quarantine"))
     if mode == "stream" and config.materialized == "streaming_table":
         plan = _stream_plan(rendered, ir, table, partition_by, quarantine, warnings)
+        plan = dataclasses.replace(plan, quarantine_origin=q_origin)
         views = {b.relation: b.view for b in plan.sources if b.view}
         return dataclasses.replace(plan, dim=dim_plan(unpinned, views))
     writes: dict[str, Write] = {"streaming_table": "overwrite_partitions",
@@ -47,11 +51,19 @@ def build_plan(rendered: Any, ir: ModelIR, mode: Mode, *,
     return BatchPlan(
         model=rendered.name, path=rendered.path, materialized=config.materialized,
         sql=spark_sql(bind_relations(ir.ast, views)), sources=sources,
-        sink=Sink(table, write, partition_by, file_format=config.file_format or "delta"),
-        quarantine=quarantine, event_time=config.event_time or ir.event_time,
+        sink=Sink(table, write, partition_by, file_format=config.file_format or "delta",
+                  owner=rendered.name, origin=_sink_origin(rendered)),
+        quarantine=quarantine, quarantine_origin=q_origin,
+        event_time=config.event_time or ir.event_time,
         backfill_margin_us=backfill_margin(ir, partition_by) if views else None, warnings=warnings,
         dim=dim_plan(unpinned, views),
     )
+
+
+def _sink_origin(rendered: Any) -> str:
+    """The config line choosing the model's relation (alias or schema), else its file."""
+    raw = rendered.source_map.raw_lines if rendered.source_map else ()
+    return str(config_line(rendered.path, "\n".join(raw), "alias", "schema"))
 
 
 def _batch_binding(i: InputRel) -> SourceBinding:
@@ -90,7 +102,8 @@ def _stream_plan(rendered: Any, ir: ModelIR, table: str, partition_by: tuple[str
         strategy=strategy, sql=sql, sources=sources,
         sink=Sink(table, "append_once", partition_by,
                   checkpoint=f"{STATE_DIR}/checkpoints/{rendered.name}",
-                  file_format=config.file_format or "delta"),
+                  file_format=config.file_format or "delta", owner=rendered.name,
+                  origin=_sink_origin(rendered)),
         quarantine=quarantine, trigger=_trigger(config.trigger), padding_sql=padding,
         idle_timeout_us=micros(config.idle_timeout) if config.idle_timeout is not None else None,
         event_time=config.event_time or ir.event_time, warnings=warnings,

@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from sqlflow.project.config import check_layer, merge_config, normalize_keys
 from sqlflow.errors import Diagnostic, DiagnosticSink, Location, SqlflowError, did_you_mean
+from sqlflow.identifiers import RULE, problem
 from sqlflow.project.sources import (Column, SourceTable, columns_of, line_of, load_yaml,
                              source_tables)
 
@@ -198,6 +199,11 @@ def _build_models(root: Path, pfile: ProjectFile, files: list, props: dict[str, 
     models: dict[str, ModelNode] = {}
     for rel, file, fqn in files:
         name = fqn[-1]
+        why = problem(name)  # docs/semantics.md, "Names": a model's name becomes its table's
+        if why is not None:
+            sink.error(f"model file `{rel}`: its name `{name}` {why}, so it cannot name a model",
+                       Location(rel), f"rename the file; a model name uses {RULE}")
+            continue
         if name in models:
             sink.error(f"two models are named `{name}` ({models[name].path} and {rel})",
                        Location(rel), "rename one of the files; model names are unique")

@@ -13,9 +13,11 @@ from typing import Any, Literal
 
 import jinja2
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
 
 from sqlflow.errors import Location, SqlflowError, did_you_mean
+from sqlflow.sandbox import Sandbox
+from sqlflow.project.sources import DuplicateKey, LineLoader
 
 PROFILES_FILE = Path("profiles") / "profiles.yml"
 
@@ -30,6 +32,13 @@ class Target(BaseModel):
     method: Literal["session"]
     schema_: str = Field(alias="schema")
     server_side_parameters: dict[str, str] = Field(default_factory=dict)
+    # server_side_parameters keys whose value came from env_var(), and the variables it read:
+    # the session sets them after the JVM starts, off its command line (docs/deploy.md)
+    _env_sourced: dict[str, tuple[str, ...]] = PrivateAttr(default_factory=dict)
+
+    @property
+    def env_sourced(self) -> dict[str, tuple[str, ...]]:
+        return self._env_sourced
 
     @property
     def is_connect(self) -> bool:
@@ -80,7 +89,11 @@ def load_target(
             hint="create it (see the README's Profiles section) or run from the project root",
         )
     try:
-        raw = yaml.safe_load(path.read_text()) or {}
+        raw = yaml.load(path.read_text(), Loader=LineLoader) or {}  # noqa: S506 (SafeLoader)
+    except DuplicateKey as exc:
+        raise SqlflowError(f"key `{exc.key}` is written twice (lines {exc.first} and {exc.second})",
+                           location=Location(str(PROFILES_FILE), exc.second),
+                           hint="keep one of them") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         loc = Location(str(PROFILES_FILE), mark.line + 1, mark.column + 1) if mark else where
@@ -102,11 +115,22 @@ def load_target(
             f"unknown target `{name}`", location=where,
             hint=did_you_mean(name, list(profile.outputs)),
         )
-    env = jinja2.Environment(undefined=jinja2.StrictUndefined)
-    env.globals["env_var"] = _env_var
+    env = Sandbox(undefined=jinja2.StrictUndefined)  # profiles come with pull requests too
+    used: list[str] = []
+
+    def recording_env_var(var: str, default: str | None = None) -> str:
+        used.append(var)
+        return _env_var(var, default)
+
+    env.globals["env_var"] = recording_env_var
     try:
         rendered = _render(profile.outputs[name], env)
         target = Target.model_validate({**rendered, "name": name})
+        for key, value in (profile.outputs[name].get("server_side_parameters") or {}).items():
+            used.clear()
+            _render(value, env)
+            if used:
+                target._env_sourced[str(key)] = tuple(used)
     except ValidationError as exc:
         raise SqlflowError(
             f"target `{name}` is not a dbt-spark session target: {_first_error(exc)}",

@@ -31,11 +31,37 @@ class LineDict(dict):
         self.key_lines = {}
 
 
-class _LineLoader(yaml.SafeLoader):
+class LineLoader(yaml.SafeLoader):
     pass
 
 
-def _construct_mapping(loader: _LineLoader, node: yaml.MappingNode) -> LineDict:
+class DuplicateKey(yaml.YAMLError):
+    """A key written twice in one mapping: YAML would keep the last one silently."""
+
+    def __init__(self, key: Any, first: int, second: int) -> None:
+        super().__init__(f"duplicate key {key!r}")
+        self.key, self.first, self.second = key, first, second
+
+
+def _check_duplicates(loader: yaml.SafeLoader, node: yaml.MappingNode) -> None:
+    """Refuse a key written twice in one mapping (a `<<:` merge may still be overridden)."""
+    seen: dict[Any, int] = {}
+    for key_node, _ in node.value:
+        if key_node.tag == "tag:yaml.org,2002:merge":
+            continue
+        key = loader.construct_object(key_node, deep=True)
+        try:
+            first = seen.get(key)
+        except TypeError:  # an unhashable key: the constructor reports it
+            continue
+        line = key_node.start_mark.line + 1
+        if first is not None:
+            raise DuplicateKey(key, first, line)
+        seen[key] = line
+
+
+def _construct_mapping(loader: LineLoader, node: yaml.MappingNode) -> LineDict:
+    _check_duplicates(loader, node)
     loader.flatten_mapping(node)
     data = LineDict()
     data.line = node.start_mark.line + 1
@@ -46,13 +72,18 @@ def _construct_mapping(loader: _LineLoader, node: yaml.MappingNode) -> LineDict:
     return data
 
 
-_LineLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+LineLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
 
 
 def load_yaml(path: Path, rel: str) -> Any:
     """Parse a YAML file; a syntax error becomes a SqlflowError at its line and column."""
     try:
-        return yaml.load(path.read_text(), Loader=_LineLoader)  # noqa: S506 (SafeLoader subclass)
+        return yaml.load(path.read_text(), Loader=LineLoader)  # noqa: S506 (SafeLoader subclass)
+    except DuplicateKey as exc:
+        raise SqlflowError(f"key `{exc.key}` is written twice (lines {exc.first} and {exc.second}); "
+                           "YAML would keep the last value silently",
+                           location=Location(rel, exc.second),
+                           hint=f"keep one of them (line {exc.first} or {exc.second})") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         loc = Location(rel, mark.line + 1, mark.column + 1) if mark else Location(rel)

@@ -7,22 +7,20 @@ them. Model-specific helpers (`ref`, `source`, `config`, `this`) are in render.p
 
 from __future__ import annotations
 
-import datetime
-import itertools
 import logging
 import os
-import re
 from dataclasses import dataclass
 from functools import lru_cache
 from types import SimpleNamespace
 from typing import Any
 
 import jinja2
-from jinja2.sandbox import SandboxedEnvironment
 
 from sqlflow.errors import CompilerError, Location, SqlflowError, did_you_mean
 from sqlflow.project.load import macro_environment_extensions
 from sqlflow.rendering.sourcemap import LineMarkers
+from sqlflow.sandbox import Sandbox
+from sqlflow.secrets import is_secret, prefixes
 
 log = logging.getLogger("sqlflow.rendering.render")
 MISSING = object()
@@ -34,6 +32,7 @@ class Relation:
 
     schema: str
     identifier: str
+    sandbox_attrs = ("schema", "identifier", "name", "database", "render")
 
     def __str__(self) -> str:
         return f"{self.schema}.{self.identifier}" if self.schema else self.identifier
@@ -61,8 +60,8 @@ class MacroReturn(Exception):
 # --- the Jinja environment and compiled templates -------------------------------------------------
 
 
-class _Environment(SandboxedEnvironment):
-    """The sandbox, plus dbt's `return()`: a macro that calls it evaluates to the value.
+class _Environment(Sandbox):
+    """The sandbox (sandbox.py), plus dbt's `return()`: a macro that calls it evaluates to the value.
 
     Calls between macros of one file bypass the globals, so `return` is handled here, where
     every template call passes, rather than only in the macro proxies.
@@ -77,7 +76,7 @@ class _Environment(SandboxedEnvironment):
             raise
 
 
-def _environment() -> SandboxedEnvironment:
+def _environment() -> Sandbox:
     env = _Environment(extensions=[*macro_environment_extensions(), LineMarkers],
                        undefined=jinja2.StrictUndefined)
     env.filters.update({"as_text": lambda x: x, "as_bool": lambda x: x,
@@ -106,6 +105,8 @@ def compile_template(kind: str, path: str, source: str) -> jinja2.Template:
 class Var:
     """`var('name', default)`: CLI vars over project vars; a missing var without default fails."""
 
+    sandbox_attrs = ("has_var",)
+
     def __init__(self, values: dict[str, Any]) -> None:
         self.values = values
 
@@ -124,6 +125,12 @@ class Var:
 
 
 def env_var(name: str, default: Any = MISSING) -> Any:
+    if is_secret(name):  # docs/deploy.md, "Secrets": as dbt, secrets belong in profiles only
+        raise SqlflowError(
+            f"env_var('{name}'): secret environment variables ({', '.join(prefixes())}*) can "
+            "only be used in profiles/profiles.yml",
+            hint="pass the secret through the profile's server_side_parameters, never into a "
+                 "model's SQL, config or a source")
     if name in os.environ:
         return os.environ[name]
     if default is MISSING:
@@ -158,4 +165,3 @@ def no_warehouse(name: str) -> Any:
 
 
 EXCEPTIONS = SimpleNamespace(raise_compiler_error=_raise_compiler_error, warn=_warn)
-MODULES = SimpleNamespace(datetime=datetime, re=re, itertools=itertools)

@@ -16,9 +16,12 @@ from typing import Any, Literal, Sequence
 from sqlflow.project.config import ModelConfig, check_layer, config_keys, merge_config, normalize_keys
 from sqlflow.project.dag import Dag, build_dag
 from sqlflow.project.runmode import Mode
-from sqlflow.rendering.dbt_context import (ENV, EXCEPTIONS, MISSING, MODULES, MacroReturn, Relation, Var,
+from sqlflow.sandbox import MODULES
+from sqlflow.rendering.dbt_context import (ENV, EXCEPTIONS, MISSING, MacroReturn, Relation, Var,
                                  compile_template, env_var, log_, no_warehouse, return_)
 from sqlflow.errors import DiagnosticSink, Location, SqlflowError, did_you_mean
+from sqlflow.rendering.name_check import check_names
+from sqlflow.rendering.ownership_check import check_ownership
 from sqlflow.project.load import ModelNode, Project, SourceTable
 from sqlflow.rendering.sourcemap import MODEL_PREFIX, SourceMap, locate_exception, strip_markers
 
@@ -290,6 +293,8 @@ class _Config:
     the merged config, calls included.
     """
 
+    sandbox_attrs = ("get", "require")
+
     def __init__(self, node: ModelNode, current: ModelConfig, capture: bool) -> None:
         self.node, self.current, self.capture = node, current, capture
         self.calls: list[dict[str, Any]] = []
@@ -409,6 +414,8 @@ def render_project(project: Project, target: Any, mode: Mode = "batch",
                 if diag.format() not in seen:
                     seen.add(diag.format())
                     sink.items.append(diag)
+    names = check_names(renderer, rendered)
+    sink.items.extend(names or check_ownership(renderer, rendered))
     sink.raise_if_errors()
     dag = build_dag(rendered.values())
     return RenderedProject({n: rendered[n] for n in dag.select(select)}, dag)

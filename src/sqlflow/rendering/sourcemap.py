@@ -188,6 +188,10 @@ def locate_exception(exc: BaseException, model_path: str, files: set[str],
     if type(exc).__name__ == "MacroReturn":
         return SqlflowError("`return()` outside a macro", location=where,
                             hint="output the value with {{ ... }} instead")
+    if isinstance(exc, jinja2.exceptions.SecurityError):
+        return SqlflowError(f"the Jinja sandbox refused this: {exc}", location=where, hint=(
+            "a model reaches only dbt's documented helpers, never Python internals, files or "
+            f"the environment (docs/semantics.md, the Jinja sandbox){via}"))
     if isinstance(exc, jinja2.TemplateSyntaxError):
         loc = Location(exc.filename or model_path, exc.lineno or 0)
         return SqlflowError(f"Jinja syntax error: {exc.message}", location=loc,

@@ -21,7 +21,8 @@ from pyspark.sql.streaming import StreamingQuery
 
 from sqlflow.engine.context import Context
 from sqlflow.planning.plan import BatchPlan, Plan, RoutedPlan, StreamPlan
-from sqlflow.runtime import batch, repair as repairs
+from sqlflow.runtime import batch, ownership
+from sqlflow.runtime import repair as repairs
 from sqlflow.runtime.incremental import stream as incremental
 from sqlflow.runtime.query import AVAILABLE_NOW
 from sqlflow.runtime.results import DateRange, RunResult, StreamResult
@@ -53,6 +54,8 @@ def run_models(ctx: Context, plans: Sequence[BatchPlan | RoutedPlan], *, start: 
     build on stale or missing rows. The SqlflowError raised names the model and why.
     """
     DateRange.of(start, end)  # refuse a bad range before any model runs
+    # docs/semantics.md, "Table ownership": refuse the run before any table is touched
+    ownership.check_plans(ctx.spark, plans, action="replace")
     for plan in plans:
         yield from run_batch(ctx, plan, start=start, end=end)
 

@@ -10,8 +10,10 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import DateType, StringType, TimestampNTZType, TimestampType
 
 from sqlflow.errors import SqlflowError
-from sqlflow.planning.plan import BatchPlan, RoutedPlan, Sink
+from sqlflow.planning.plan import BatchPlan, RoutedPlan
+from sqlflow.identifiers import quote as quote_ident
 from sqlflow.runtime import quarantine as Q
+from sqlflow.runtime.ownership import quarantine_sink
 from sqlflow.runtime.delta.sinks import WriteResult, quote, write
 from sqlflow.runtime.results import DateRange, QuarantineCount
 
@@ -30,9 +32,9 @@ def write_quarantine(spark: SparkSession, plan: BatchPlan | RoutedPlan, parts: l
     for part in parts[1:]:
         rows = rows.unionByName(part)
     if dates is None:
-        return write(spark, Sink(plan.quarantine, "replace", Q.PARTITION_BY), rows)
+        return write(spark, quarantine_sink(plan, "replace", Q.PARTITION_BY), rows)
     where = string_range("dt", dates)
-    sink = Sink(plan.quarantine, "overwrite_partitions", Q.PARTITION_BY)
+    sink = quarantine_sink(plan, "overwrite_partitions", Q.PARTITION_BY)
     return write(spark, sink, rows.where(F.expr(where)), replace_where=where)
 
 
@@ -52,11 +54,12 @@ def range_predicate(rows: DataFrame, column: str, dates: DateRange, *, model: st
     kind = field.dataType if field else None
     if isinstance(kind, StringType):
         return string_range(column, dates)
+    q = quote_ident(column)
     if isinstance(kind, DateType):
-        return f"`{column}` >= DATE'{dates.start}' AND `{column}` <= DATE'{dates.end}'"
+        return f"{q} >= DATE'{dates.start}' AND {q} <= DATE'{dates.end}'"
     if isinstance(kind, (TimestampType, TimestampNTZType)):
-        return (f"`{column}` >= TIMESTAMP'{dates.start}' AND "
-                f"`{column}` < TIMESTAMP'{dates.end + timedelta(days=1)}'")
+        return (f"{q} >= TIMESTAMP'{dates.start}' AND "
+                f"{q} < TIMESTAMP'{dates.end + timedelta(days=1)}'")
     raise SqlflowError(
         f"model `{model}`: --start/--end select dates of its first partition column `{column}`, "
         f"which is {kind.simpleString() if kind else 'missing'}",
@@ -65,4 +68,5 @@ def range_predicate(rows: DataFrame, column: str, dates: DateRange, *, model: st
 
 def string_range(column: str, dates: DateRange) -> str:
     """`column` between the range's first and last day, as 'YYYY-MM-DD' strings."""
-    return f"`{column}` >= '{dates.start}' AND `{column}` <= '{dates.end}'"
+    q = quote_ident(column)
+    return f"{q} >= '{dates.start}' AND {q} <= '{dates.end}'"

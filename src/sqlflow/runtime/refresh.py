@@ -15,20 +15,31 @@ from pathlib import Path
 
 from pyspark.sql import SparkSession
 
+from sqlflow.errors import Location, SqlflowError
 from sqlflow.planning.plan import RoutedPlan, StreamPlan
 from sqlflow.runtime.query import checkpoint_dir
+from sqlflow.runtime import ownership
+from sqlflow.runtime.delta.deltalog import quote
 
 
 def full_refresh(spark: SparkSession, project_dir: Path | str,
                  plan: StreamPlan | RoutedPlan) -> list[str]:
     """Drop the plan's output tables (sink or every routed target, and the quarantine table)
     and remove its checkpoint folder; returns what was removed, for the run's output."""
-    removed = []
-    for table in (*(t for t, _ in plan.outputs), plan.quarantine):
-        if spark.catalog.tableExists(table):
-            spark.sql(f"DROP TABLE {table}")
-            removed.append(f"table {table}")
+    tables = ownership.plan_tables(plan)
+    for table, owner, role, origin in tables:  # refuse before anything is dropped
+        ownership.check(spark, table, owner, role, action="drop", origin=origin)
     folder = checkpoint_dir(project_dir, plan)
+    inside = Path(project_dir).resolve()
+    if not folder.resolve().is_relative_to(inside) or folder.resolve() == inside:
+        raise SqlflowError(f"model `{plan.model}`: its checkpoint folder {folder} is not inside "
+                           "the project; nothing was dropped", location=Location(plan.path),
+                           hint="checkpoints live under the project's .sqlflow/checkpoints/")
+    removed = []
+    for table, *_ in tables:
+        if spark.catalog.tableExists(table):
+            spark.sql(f"DROP TABLE {quote(table)}")
+            removed.append(f"table {table}")
     if folder.exists():
         shutil.rmtree(folder)
         removed.append(f"checkpoint {folder}")

@@ -31,6 +31,7 @@ from pyspark.sql import functions as F
 from sqlflow.planning.plan import COMMIT_LOG, BatchPlan, DimPlan, Sink, StreamPlan
 from sqlflow.runtime.delta import commitlog as C
 from sqlflow.runtime import quarantine as Q
+from sqlflow.runtime.ownership import quarantine_sink
 from sqlflow.runtime.delta.deltalog import latest_version
 from sqlflow.runtime.delta.sinks import BatchId, WriteResult, quote, write
 
@@ -256,7 +257,7 @@ def _written(spark: SparkSession, sink: Sink, result: WriteResult) -> DataFrame 
 
 def append_missing(spark: SparkSession, plan: StreamPlan, rows: DataFrame, batch: BatchId) -> None:
     """Append a micro-batch's dim_missing rows to the quarantine table, once per batch id."""
-    write(spark, Sink(plan.quarantine, "append_once", Q.PARTITION_BY), rows,
+    write(spark, quarantine_sink(plan, "append_once", Q.PARTITION_BY), rows,
           batch=BatchId(f"{batch.app_id}__dim_missing", batch.batch_id, batch.journal))
 
 

@@ -19,7 +19,7 @@ from typing import Any, Callable, Sequence
 
 from sqlflow.engine.context import Context
 from sqlflow.planning.plan import Plan, StreamPlan
-from sqlflow.runtime import dispatch
+from sqlflow.runtime import dispatch, ownership
 from sqlflow.runtime.batchfn import query_failed
 from sqlflow.runtime.query import AVAILABLE_NOW, rebuild_command, wait
 from sqlflow.runtime.refresh import full_refresh as refresh_plan
@@ -38,6 +38,8 @@ def run_streams(ctx: Context, plans: Sequence[Plan], *, trigger: str | None,
                 on_event: Callable[[Any], None], rows: list[StreamRow],
                 full_refresh: bool = False) -> list[StreamRow]:
     """Run `plans` (compile order); see the module docstring. Returns `rows`."""
+    # docs/semantics.md, "Table ownership": refuse the run before any table is touched
+    ownership.check_plans(ctx.spark, plans, action="drop" if full_refresh else "write")
     if full_refresh:
         for plan in plans:
             if dispatch.is_stream(plan):

@@ -19,6 +19,7 @@ from sqlflow.cli.support import console, context, err_console, error_handler, es
 def compile_cmd(mode: Mode, select: tuple[str, ...], fmt: str, vars_text: str | None) -> None:
     """Compile models to Spark plans; print them and write target/sqlflow/<mode>/<model>.sql|json."""
     from sqlflow.compiler import compile_project, plan_json_text, plan_sql_text, write_artifacts
+    from sqlflow.secrets import mask
 
     ctx = context()
     result = compile_project(ctx.project_dir, mode=mode, select=list(select) or None,
@@ -29,6 +30,7 @@ def compile_cmd(mode: Mode, select: tuple[str, ...], fmt: str, vars_text: str | 
     written = write_artifacts(result, ctx.project_dir)
     for name, plan in result.plans.items():
         text = plan_sql_text(plan) if fmt == "sql" else plan_json_text(plan, result.irs.get(name))
+        text = mask(text)  # docs/deploy.md, "Secrets"
         console.print(escape(text), end="" if text.endswith("\n") else "\n", soft_wrap=True)
     err_console.print(f"compiled {len(result.plans)} model(s) in {mode} mode; "
                       f"wrote {len(written)} files to target/sqlflow/{mode}/")

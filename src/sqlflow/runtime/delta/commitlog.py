@@ -144,7 +144,8 @@ def ensure(spark: SparkSession, table: str = COMMIT_LOG) -> None:
     columns = ", ".join(f"`{f.name}` {f.dataType.simpleString().upper()}"
                         f"{'' if f.nullable else ' NOT NULL'}" for f in SCHEMA.fields)
     spark.sql(f"CREATE TABLE IF NOT EXISTS {table} ({columns}) USING delta "
-              f"TBLPROPERTIES ('delta.checkpointInterval' = '{CHECKPOINT_INTERVAL}')")
+              f"TBLPROPERTIES ('delta.checkpointInterval' = '{CHECKPOINT_INTERVAL}', "
+              "'sqlflow.model' = '', 'sqlflow.role' = 'commitlog')")
 
 
 def append(spark: SparkSession, entries: Iterable[Entry], *, batch: BatchId | None = None,

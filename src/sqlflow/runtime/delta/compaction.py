@@ -15,6 +15,7 @@ from pyspark.sql import SparkSession
 from sqlflow.errors import SqlflowError
 from sqlflow.runtime.delta import commitlog
 from sqlflow.runtime.delta.sinks import quote
+from sqlflow.identifiers import quote as quote_ident
 
 CHUNK = 200  # partitions per OPTIMIZE statement: keeps the predicate small
 
@@ -32,8 +33,13 @@ def committed_predicate(specs: list[str]) -> str:
     terms = []
     for spec in specs:
         values = commitlog.parse_partition(spec)
-        terms.append("(" + " AND ".join(f"`{k}` = '{v}'" for k, v in values.items()) + ")")
+        terms.append("(" + " AND ".join(f"{quote_ident(k)} = '{_literal(v)}'"
+                                        for k, v in values.items()) + ")")
     return " OR ".join(terms)
+
+
+def _literal(value: object) -> str:
+    return str(value).replace("\\", "\\\\").replace("'", "\\'")
 
 
 def compact(spark: SparkSession, table: str, *, where: str | None = None,

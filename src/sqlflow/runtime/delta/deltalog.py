@@ -23,12 +23,15 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from dataclasses import dataclass
 from urllib.parse import unquote, urlparse
 
 from pyspark.errors import AnalysisException
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
+
+from sqlflow.identifiers import quote_table
 
 _PARTITIONS = "# Partition Information"  # rows: one partition column each
 _TRANSFORMS = "# Partitioning"  # how some catalogs print it instead: `Part 0 | dt`
@@ -43,6 +46,7 @@ class TableInfo:
     format: str
     location: str | None
     partition_columns: tuple[str, ...]
+    owner: tuple[str, str] | None = None  # (sqlflow.model, sqlflow.role) from its properties
 
 
 def describe(spark: SparkSession, table: str) -> TableInfo:
@@ -62,7 +66,15 @@ def describe(spark: SparkSession, table: str) -> TableInfo:
         elif section == _DETAILS:
             details[name] = value
     return TableInfo(details.get("Provider", "").lower(), details.get("Location") or None,
-                     tuple(dict.fromkeys(parts)))
+                     tuple(dict.fromkeys(parts)), _owner(details.get("Table Properties", "")))
+
+
+def _owner(properties: str) -> tuple[str, str] | None:
+    """`(model, role)` from `[k=v, sqlflow.model=m, sqlflow.role=sink]` (sqlflow writes model
+    names and roles, which hold neither `,` nor `]`)."""
+    found = dict(re.findall(r"(sqlflow\.(?:model|role))=([^,\]]*)", properties))
+    model = found.get("sqlflow.model")
+    return None if model is None else (model.strip(), found.get("sqlflow.role", "").strip())
 
 
 def latest_version(spark: SparkSession, table: str, location: str | None = None) -> int | None:
@@ -133,4 +145,4 @@ def _local_log(spark: SparkSession, location: str | None) -> str | None:
 
 def quote(name: str) -> str:
     """`db.table` as a quoted Spark identifier: `` `db`.`table` ``."""
-    return ".".join(f"`{part.strip('`')}`" for part in name.split("."))
+    return quote_table(name)  # sqlflow.identifiers: embedded backticks doubled

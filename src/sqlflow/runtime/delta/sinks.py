@@ -30,6 +30,8 @@ from sqlflow.errors import SqlflowError
 from sqlflow.planning.plan import Sink
 from sqlflow.runtime.delta import deltalog, once
 from sqlflow.runtime.delta.deltalog import TableInfo, quote
+from sqlflow.runtime import ownership
+from sqlflow.identifiers import quote as quote_ident
 
 
 @dataclass(frozen=True)
@@ -89,15 +91,24 @@ def write(spark: SparkSession, sink: Sink, rows: DataFrame | None = None, *, sql
     if sink.write != "view" and sink.file_format != "delta":
         raise SqlflowError(f"table `{sink.table}` is configured as `{sink.file_format}`; sqlflow "
                            "writes Delta tables only", hint="set file_format='delta' in the model config")
-    _ensure_database(spark, sink.table)
     if sink.write == "view":
         if sql is None:
             raise ValueError("a view sink needs its SQL")
-        spark.sql(f"CREATE OR REPLACE VIEW {quote(sink.table)} AS {sql}")
+        if sink.owner:
+            ownership.check(spark, sink.table, sink.owner, sink.role, action="replace",
+                            origin=sink.origin)
+        _ensure_database(spark, sink.table)
+        props = f" {ownership.tblproperties(sink.owner, sink.role)}" if sink.owner else ""
+        spark.sql(f"CREATE OR REPLACE VIEW {quote(sink.table)}{props} AS {sql}")
         return WriteResult(sink.table, "view")
     if rows is None:
         raise ValueError(f"a `{sink.write}` sink needs rows")
     info = _existing(spark, sink)
+    # docs/semantics.md, "Table ownership"; state tables have reserved `__sqlflow_` names
+    if sink.owner and info is not None and sink.role != "state":
+        ownership.check(spark, sink.table, sink.owner, sink.role, info=info,
+                        action=_ACTIONS[sink.write], origin=sink.origin)
+    _ensure_database(spark, sink.table)
     before = None if info is None else deltalog.latest_version(spark, sink.table, info.location)
     if sink.write == "append_once" and batch is not None and batch.journal is not None:
         earlier = once.done(spark, sink.table, batch, before, info.location if info else None)
@@ -106,7 +117,7 @@ def write(spark: SparkSession, sink: Sink, rows: DataFrame | None = None, *, sql
             return dataclasses.replace(committed(spark, sink, earlier, info.location), skipped=True)
     try:
         if optimize_write and sink.partition_by:
-            rows = rows.hint("rebalance", *[F.col(f"`{c}`") for c in sink.partition_by])
+            rows = rows.hint("rebalance", *[F.col(quote_ident(c)) for c in sink.partition_by])
         _dispatch(sink, rows, info is None, replace_where, batch)
     except AnalysisException as exc:
         raise SqlflowError(f"cannot write `{sink.table}`: {str(exc).splitlines()[0]}",
@@ -141,8 +152,13 @@ def _dispatch(sink: Sink, rows: DataFrame, new: bool, replace_where: str | None,
         raise ValueError(f"unknown sink write `{sink.write}`")
 
 
+_ACTIONS = {"replace": "replace", "overwrite_partitions": "overwrite", "append_once": "append to"}
+
+
 def _create(rows: DataFrame, sink: Sink):
     writer = rows.writeTo(sink.table).using("delta")
+    for key, value in (ownership.properties(sink.owner, sink.role) if sink.owner else {}).items():
+        writer = writer.tableProperty(key, value)
     if sink.partition_by:
         writer = writer.partitionedBy(*[F.col(c) for c in sink.partition_by])
     return writer

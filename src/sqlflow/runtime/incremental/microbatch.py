@@ -61,6 +61,8 @@ from sqlflow.runtime.incremental import state
 from sqlflow.runtime.analysis_errors import model_errors
 from sqlflow.runtime.batchfn import BatchFunction, Phases
 from sqlflow.runtime.delta.sinks import BatchId, WriteResult, committed, write
+from sqlflow.runtime.ownership import quarantine_sink
+from sqlflow.identifiers import quote as quote_ident
 
 SIDE = "__side"
 
@@ -163,7 +165,7 @@ class MicroBatch(BatchFunction):
             quarantined = sum(reasons.values())
             if quarantined:
                 with phase("quarantine"):
-                    q_sink = Sink(plan.quarantine, "append_once", Q.PARTITION_BY)
+                    q_sink = quarantine_sink(plan, "append_once", Q.PARTITION_BY)
                     write(spark, q_sink, reduce(DataFrame.unionByName, parts),
                           batch=self._id(f"{app}__quarantine", batch_id))
             with phase("prune"):
@@ -189,7 +191,7 @@ class MicroBatch(BatchFunction):
                     if b.relation in copy and counts.get(k):
                         table = self.state_tables[b.relation]
                         state.append(spark, table, clean[b.relation], self._id(table, batch_id),
-                                     indexed=_indexed(b))
+                                     indexed=_indexed(b), owner=plan.model)
                 self.ledger.record(batch_id, after)
                 if now is not None:
                     padding.record(spark, self.progress, batch_id, 0, "batch", now)
@@ -361,7 +363,7 @@ class MicroBatch(BatchFunction):
             emitted = padding.padded(spark, side, closed, old, state.empty(spark, os_))
             still = padding.padded(spark, side, closed, old, new)
             gone = emitted.exceptAll(still)
-            keys = [F.col(f"`{c}`") for c in self.plan.sink.partition_by]
+            keys = [F.col(quote_ident(c)) for c in self.plan.sink.partition_by]
             groups = (gone.groupBy(*keys).count().collect() if keys
                       else [r for r in [gone.agg(F.count(F.lit(1)).alias("count")).collect()[0]]
                             if r["count"]])
@@ -549,5 +551,5 @@ def _micros(df: DataFrame, name: str) -> Column:
 
 def _as_timestamp(schema: StructType, name: str) -> Column:
     field = next(f for f in schema.fields if f.name.lower() == name.lower())
-    column = F.col(f"`{field.name}`")
+    column = F.col(quote_ident(field.name))
     return column if isinstance(field.dataType, TimestampType) else column.cast("timestamp")

@@ -37,6 +37,7 @@ from pyspark.sql.types import StructType
 from sqlflow.errors import Location, SqlflowError
 from sqlflow.runtime import offsets
 from sqlflow.runtime.incremental import state
+from sqlflow.identifiers import quote as quote_ident
 
 FOLDER = "sqlflow_older"
 KEEP = 3  # records kept: a replay of batch b reads the record of b - 1
@@ -136,7 +137,7 @@ def table_at(spark: SparkSession, relation: str, version: int | None, schema: St
     if version is None:
         return state.empty(spark, schema)
     rows = spark.read.format("delta").option("versionAsOf", version).table(relation)
-    return rows.select(*[rows[f"`{f.name}`"] for f in schema.fields])
+    return rows.select(*[rows[quote_ident(f.name)] for f in schema.fields])
 
 
 def new_rows(checkpoint: Path | None, batch_id: int, k: int) -> tuple[bool, int | None]:

@@ -51,6 +51,7 @@ from pyspark.sql.types import (BooleanType, LongType, StringType, StructField, S
 
 from sqlflow.planning.plan import SourceBinding, StreamPlan
 from sqlflow.runtime.incremental import state
+from sqlflow.identifiers import quote as quote_ident
 
 CLOSE_STEP = 1_000_000  # write batch id of a flush/idle step: batch * CLOSE_STEP + seq
 
@@ -234,7 +235,7 @@ def _max(a: int | None, b: int) -> int:
 
 def micros_of(schema: StructType, column: str) -> Column:
     field = next(f for f in schema.fields if f.name.lower() == column.lower())
-    c = F.col(f"`{field.name}`")
+    c = F.col(quote_ident(field.name))
     return F.unix_micros(c if isinstance(field.dataType, TimestampType) else c.cast("timestamp"))
 
 
@@ -266,7 +267,7 @@ def between(schema: StructType, column: str, low: int | None, high: int | None) 
 
 
 def without_batch(rows: DataFrame, schema: StructType) -> DataFrame:
-    return rows.select(*[F.col(f"`{f.name}`") for f in schema.fields])
+    return rows.select(*[F.col(quote_ident(f.name)) for f in schema.fields])
 
 
 def padded(spark: SparkSession, side: Side, pending: DataFrame, other_old: DataFrame,
@@ -290,7 +291,7 @@ def pending_of(spark: SparkSession, side: Side, tables: dict[str, str],
     a crash left any, are not read: the replay reads the delta instead)."""
     p = side.binding
     schema = schemas[p.relation]
-    columns = [F.col(f"`{f.name}`") for f in schema.fields] + [F.col(state.BATCH_COLUMN)]
+    columns = [F.col(quote_ident(f.name)) for f in schema.fields] + [F.col(state.BATCH_COLUMN)]
     if spark.catalog.tableExists(tables[p.relation]):
         limit = F.col(state.BATCH_COLUMN) < through if delta is not None \
             else F.col(state.BATCH_COLUMN) <= through

@@ -21,8 +21,10 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
+from sqlflow.runtime import ownership
 from sqlflow.runtime.delta import deltalog, once
 from sqlflow.runtime.delta.sinks import BatchId, quote
+from sqlflow.identifiers import quote as quote_ident
 
 BATCH_COLUMN = "__sqlflow_batch"
 
@@ -34,7 +36,7 @@ def state_table(sink_table: str, model: str, relation: str) -> str:
 
 
 def append(spark: SparkSession, table: str, rows: DataFrame, batch: BatchId,
-           indexed: tuple[str, ...] = ()) -> None:
+           indexed: tuple[str, ...] = (), owner: str = "") -> None:
     """Add one micro-batch's clean rows (`batch`: app id = `table`, the micro-batch id, the
     query's journal); a batch already appended is skipped (`once.done`; without a journal, an
     older checkpoint's batch, Delta's `txn`).
@@ -49,10 +51,13 @@ def append(spark: SparkSession, table: str, rows: DataFrame, batch: BatchId,
     if not spark.catalog.tableExists(table):
         _ensure_schema(spark, table)
         names = {c.lower(): c for c in tagged.columns}
-        stats = ",".join(f"`{names[c.lower()]}`" for c in dict.fromkeys([BATCH_COLUMN, *indexed])
+        stats = ",".join(quote_ident(names[c.lower()]) for c in dict.fromkeys([BATCH_COLUMN, *indexed])
                          if c.lower() in names)
-        (tagged.limit(0).writeTo(table).using("delta")
-         .tableProperty("delta.dataSkippingStatsColumns", stats).create())
+        writer = (tagged.limit(0).writeTo(table).using("delta")
+                  .tableProperty("delta.dataSkippingStatsColumns", stats))
+        for key, value in ownership.properties(owner, "state").items() if owner else ():
+            writer = writer.tableProperty(key, value)
+        writer.create()
     if batch.journal is not None:
         before = deltalog.latest_version(spark, table)
         if once.done(spark, table, batch, before) is not None:
@@ -82,8 +87,8 @@ def older(spark: SparkSession, table: str, schema: StructType, batch_id: int,
     rows = spark.table(table).where((batch > F.lit(after)) & (batch < F.lit(batch_id)))
     if keep is not None:
         rows = rows.where(keep)
-    return rows.select(*[F.col(f"`{f.name}`") for f in schema.fields])
+    return rows.select(*[F.col(quote_ident(f.name)) for f in schema.fields])
 
 
 def drop(spark: SparkSession, table: str) -> None:
-    spark.sql(f"DROP TABLE IF EXISTS {table}")
+    spark.sql(f"DROP TABLE IF EXISTS {quote(table)}")

@@ -32,6 +32,7 @@ from pyspark.sql import functions as F
 from sqlflow.engine.context import Context
 from sqlflow.errors import Location, SqlflowError
 from sqlflow.planning.plan import StreamPlan
+from sqlflow.identifiers import quote as quote_ident
 from sqlflow.runtime.batchfn import query_failed
 from sqlflow.runtime.delta import once
 from sqlflow.runtime.incremental import older, padding, state
@@ -81,7 +82,7 @@ def start(ctx: Context, plan: StreamPlan, *, trigger: str = AVAILABLE_NOW,
             reader = reader.option("maxFilesPerTrigger", b.max_files_per_trigger)
         rows = reader.table(b.relation)
         frames.append(rows.select(F.lit(k).alias(SIDE), *[
-            F.struct(*[rows[f"`{c}`"] for c in rows.columns]).alias(side_column(j)) if j == k
+            F.struct(*[rows[quote_ident(c)] for c in rows.columns]).alias(side_column(j)) if j == k
             else F.lit(None).cast(schemas[o.relation]).alias(side_column(j))
             for j, o in enumerate(sides)]))
     envelope: DataFrame = reduce(DataFrame.unionByName, frames)

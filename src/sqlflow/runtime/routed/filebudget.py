@@ -22,6 +22,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from sqlflow.runtime.delta import deltalog
+from sqlflow.identifiers import quote as quote_ident
 
 SALT = "__sqlflow_salt"
 RECENT_COMMITS = 20
@@ -29,7 +30,7 @@ RECENT_COMMITS = 20
 
 def partition_key(columns: tuple[str, ...]) -> Column:
     """`dt=2026-11-01/hour=10/...` of a row, the format of `PartitionWrite.spec`."""
-    parts = [F.concat(F.lit(f"{c}="), F.coalesce(F.col(f"`{c}`").cast("string"), F.lit("")))
+    parts = [F.concat(F.lit(f"{c}="), F.coalesce(F.col(quote_ident(c)).cast("string"), F.lit("")))
              for c in columns]
     return F.concat_ws("/", *parts)
 
@@ -106,10 +107,10 @@ def shape(rows: DataFrame, partition_by: tuple[str, ...], plan: dict[str, Budget
         return rows.coalesce(1)
     files = F.create_map(*[x for b in plan.values() for x in (F.lit(b.spec), F.lit(b.files))])
     n = F.coalesce(F.element_at(files, partition_key(partition_by)), F.lit(1))
-    salt = F.pmod(F.xxhash64(*[F.col(f"`{c}`") for c in rows.columns]), n)
+    salt = F.pmod(F.xxhash64(*[F.col(quote_ident(c)) for c in rows.columns]), n)
     total = max(1, sum(b.files for b in plan.values()))
     return (rows.withColumn(SALT, salt)
-            .repartition(total, *[F.col(f"`{c}`") for c in partition_by], F.col(SALT))
+            .repartition(total, *[F.col(quote_ident(c)) for c in partition_by], F.col(SALT))
             .drop(SALT))
 
 

@@ -50,10 +50,12 @@ from sqlflow.runtime import offsets
 from sqlflow.runtime.routed import filebudget as FB
 from sqlflow.runtime.routed import partition_commit as PC
 from sqlflow.runtime import quarantine as Q
+from sqlflow.runtime.ownership import quarantine_sink
 from sqlflow.runtime.analysis_errors import model_errors
 from sqlflow.runtime.batchfn import BatchFunction, query_failed
 from sqlflow.runtime.delta.deltalog import latest_version
 from sqlflow.runtime.delta.sinks import BatchId, WriteResult, write
+from sqlflow.identifiers import quote_table as quote
 from sqlflow.runtime.inputs import count_quarantine, range_predicate, read, write_quarantine
 from sqlflow.runtime.query import (AVAILABLE_NOW, app_id, checkpoint_dir, is_new, rebuild_command,
                                    refuse_new_checkpoint, start_query)
@@ -245,7 +247,7 @@ class RouteBatch(BatchFunction):
             view = input_view(plan, split.clean)
             rows_in, quarantined, frontier = _measure(df, b)
             if quarantined:
-                write(spark, Sink(plan.quarantine, "append_once", Q.PARTITION_BY), split.quarantine,
+                write(spark, quarantine_sink(plan, "append_once", Q.PARTITION_BY), split.quarantine,
                       batch=self._id(f"{app}__quarantine", batch_id))
             writes, hours, reached = [], set(), []
             for k, t in enumerate(plan.targets):
@@ -340,7 +342,8 @@ def _record_progress(spark: SparkSession, plan: RoutedPlan, batch: BatchId,
                      frontier: int | None, hours: set[str]) -> None:
     rows = spark.createDataFrame([(batch.batch_id, frontier, sorted(hours))],
                                  "batch_id bigint, frontier_us bigint, hours array<string>")
-    write(spark, Sink(progress_table(plan), "append_once"), rows, batch=batch)
+    write(spark, Sink(progress_table(plan), "append_once", owner=plan.model, role="state"), rows,
+          batch=batch)
 
 
 def _progress(spark: SparkSession, plan: RoutedPlan) -> tuple[int | None, set[str]]:
@@ -374,7 +377,7 @@ def start(ctx: Context, plan: RoutedPlan, *, trigger: str = AVAILABLE_NOW,
     checkpoint = checkpoint_dir(ctx.project_dir, plan)
     if is_new(checkpoint):
         refuse_new_checkpoint(spark, plan, checkpoint, plan.outputs)
-        spark.sql(f"DROP TABLE IF EXISTS {progress_table(plan)}")
+        spark.sql(f"DROP TABLE IF EXISTS {quote(progress_table(plan))}")
         shutil.rmtree(checkpoint / once.FOLDER, ignore_errors=True)  # an old query's journal
     b = plan.sources[0]
     reader = spark.readStream.format("delta")

@@ -66,6 +66,7 @@ from sqlflow.planning.plan import Sink, SourceBinding, StreamPlan
 from sqlflow.runtime.delta import commitlog, once
 from sqlflow.runtime import offsets
 from sqlflow.runtime import quarantine as Q
+from sqlflow.runtime.ownership import quarantine_sink
 from sqlflow.runtime.analysis_errors import model_errors
 from sqlflow.runtime.batchfn import BatchFunction, query_failed
 from sqlflow.runtime.incremental.microbatch import SIDE, BatchReport
@@ -73,6 +74,8 @@ from sqlflow.runtime.delta.sinks import BatchId, PartitionWrite, WriteResult, wr
 from sqlflow.runtime.query import (AVAILABLE_NOW, app_id, checkpoint_dir, is_new, rebuild_command,
                                    refuse_new_checkpoint, start_query)
 from sqlflow.runtime.results import StreamResult
+from sqlflow.identifiers import quote as quote_ident
+from sqlflow.identifiers import quote_table as quote
 
 KIND, OUT, QROW, TIME = "__kind", "__o", "__q", "__t"
 POLICY = "spark.sql.streaming.multipleWatermarkPolicy"
@@ -140,10 +143,11 @@ def start(ctx: Context, plan: StreamPlan, *, trigger: str = AVAILABLE_NOW,
     beats = heartbeat_table(plan.sink.table, plan.model)
     if is_new(checkpoint):
         refuse_new_checkpoint(spark, plan, checkpoint, plan.outputs)
-        spark.sql(f"DROP TABLE IF EXISTS {beats}")  # a new query: old heartbeats are stale
+        spark.sql(f"DROP TABLE IF EXISTS {quote(beats)}")  # a new query: old heartbeats are stale
         shutil.rmtree(checkpoint / once.FOLDER, ignore_errors=True)  # and so is its journal
     if not spark.catalog.tableExists(beats):
-        write(spark, Sink(beats, "append_once"), spark.createDataFrame([], HEARTBEAT_SCHEMA),
+        write(spark, Sink(beats, "append_once", owner=plan.model, role="state"),
+              spark.createDataFrame([], HEARTBEAT_SCHEMA),
               batch=BatchId(beats, 0))
     branches: list[DataFrame] = []
     try:
@@ -160,14 +164,14 @@ def start(ctx: Context, plan: StreamPlan, *, trigger: str = AVAILABLE_NOW,
                                                F.unix_micros(event).alias(TIME)))
             branches.append(split.quarantine.select(
                 F.lit("quarantine").alias(KIND), F.lit(k).alias(SIDE),
-                F.struct(*[F.col(f"`{c}`") for c in split.quarantine.columns]).alias(QROW)))
+                F.struct(*[F.col(quote_ident(c)) for c in split.quarantine.columns]).alias(QROW)))
         with model_errors(plan):  # Spark's analysis error at the model's line
             model = spark.sql(plan.sql)
     finally:
         for b in sides:
             spark.catalog.dropTempView(b.view)
     out = model.select(F.lit("out").alias(KIND),
-                       F.struct(*[model[f"`{c}`"] for c in model.columns]).alias(OUT))
+                       F.struct(*[model[quote_ident(c)] for c in model.columns]).alias(OUT))
     envelope = out.unionByName(heartbeat_branch(spark, beats), allowMissingColumns=True)
     for branch in branches:
         envelope = envelope.unionByName(branch, allowMissingColumns=True)
@@ -245,7 +249,7 @@ class StatefulBatch(BatchFunction):
                    .withColumn("origin", F.lit(f"batch {batch_id}")))
             quarantined = bad.count()
             if quarantined:
-                write(spark, Sink(plan.quarantine, "append_once", Q.PARTITION_BY), bad,
+                write(spark, quarantine_sink(plan, "append_once", Q.PARTITION_BY), bad,
                       batch=self._id(f"{app}__quarantine", batch_id))
             rows = df.where(F.col(KIND) == "out").select(f"{OUT}.*")
             out = write(spark, plan.sink, rows, batch=self._id(app, batch_id))
@@ -297,7 +301,7 @@ def next_watermark_ms(checkpoint: Path) -> int:
 def _from_rows(sink: Sink, rows: DataFrame) -> WriteResult:
     """What a replayed batch had written (the sink skipped it): partitions and rows counted
     from the batch's own rows, so the commit log gets the same entries on a replay."""
-    keys = [F.col(f"`{c}`").cast("string").alias(c) for c in sink.partition_by]
+    keys = [F.col(quote_ident(c)).cast("string").alias(c) for c in sink.partition_by]
     found: Sequence[Row | dict[str, Any]] = ([{"count": rows.count()}] if not keys
                                              else rows.groupBy(*keys).count().collect())
     parts = tuple(PartitionWrite(tuple((c, r[c]) for c in sink.partition_by), r["count"], 0)
@@ -323,7 +327,7 @@ def dirty_partitions(spark: SparkSession, plan: StreamPlan, sides: list[SourceBi
     if low is None:
         return ()
     low, high = low - plan.flush_margin_us, high + plan.flush_margin_us
-    keys = [F.col(f"`{c}`").cast("string").alias(c) for c in plan.sink.partition_by]
+    keys = [F.col(quote_ident(c)).cast("string").alias(c) for c in plan.sink.partition_by]
     specs: set[str] = set()
     try:
         for without in (False, True):

@@ -12,6 +12,8 @@ from typing import Sequence, cast
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from sqlflow.identifiers import quote as quote_ident
+
 
 @dataclass(frozen=True)
 class PartitionDiff:
@@ -51,7 +53,7 @@ def compare(spark: SparkSession, want_table: str, got_table: str, partition_by: 
     problems = _schema_problems(want, got, table)
     if problems:
         return (), problems
-    got = got.select(*[F.col(f"`{c}`") for c in want.columns])
+    got = got.select(*[F.col(quote_ident(c)) for c in want.columns])
     key = _partition_key(want.columns, partition_by)
     counts = [_count_by(df, key) for df in (want, got, want.exceptAll(got), got.exceptAll(want))]
     keys = sorted(set().union(*counts))
@@ -77,7 +79,7 @@ def _partition_key(columns: Sequence[str], partition_by: Sequence[str]) -> Colum
     parts = [names[p.lower()] for p in partition_by if p.lower() in names]
     if not parts:
         return F.lit("(whole table)")
-    return F.concat_ws("/", *[F.concat(F.lit(f"{p}="), F.coalesce(F.col(f"`{p}`").cast("string"),
+    return F.concat_ws("/", *[F.concat(F.lit(f"{p}="), F.coalesce(F.col(quote_ident(p)).cast("string"),
                                                                     F.lit("NULL"))) for p in parts])
 
 

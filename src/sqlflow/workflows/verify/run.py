@@ -55,6 +55,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from sqlflow.errors import Location, SqlflowError
+from sqlflow.identifiers import quote as quote_ident
 from sqlflow.project.runmode import STATE_DIR
 from sqlflow.engine.context import Context
 from sqlflow.planning.plan import COMMIT_LOG, BatchPlan, RoutedPlan, SourceBinding, StreamPlan
@@ -201,7 +202,7 @@ def verify_model(ctx: Context, batch_plan: BatchPlan | RoutedPlan, stream_plan: 
     model = stream_plan.model
     done = False
     try:
-        spark.sql(f"CREATE DATABASE {scratch}")
+        spark.sql(f"CREATE DATABASE {quote(scratch)}")
         batch = scratch_batch(batch_plan, scratch)
         tables = tuple(o.table for o in outputs(batch) if not o.quarantine)
         say(f"{model}: batch plan into {', '.join(tables)}")
@@ -240,7 +241,7 @@ def drop_scratch(ctx: Context, scratch: str) -> None:
     spark = ctx.spark
     if spark.catalog.tableExists(COMMIT_LOG):
         spark.sql(f"DELETE FROM {COMMIT_LOG} WHERE startswith(`table`, '{scratch.lower()}.')")
-    spark.sql(f"DROP DATABASE IF EXISTS {scratch} CASCADE")
+    spark.sql(f"DROP DATABASE IF EXISTS {quote(scratch)} CASCADE")
     shutil.rmtree(Path(ctx.project_dir) / VERIFY_DIR / scratch, ignore_errors=True)
 
 
@@ -350,7 +351,7 @@ def _chunk_of(rows: DataFrame, b: SourceBinding, order: str, n: int, rnd: random
     column = names.get((b.ingest_time or "").lower()) or names.get((b.event_time or "").lower())
     if order == "shuffled" or column is None or n == 1:
         return by_noise
-    micros = F.unix_micros(F.col(f"`{column}`").cast("timestamp"))
+    micros = F.unix_micros(F.col(quote_ident(column)).cast("timestamp"))
     cuts = rows.select(micros.alias("t")).where("t IS NOT NULL").approxQuantile("t", fractions, 0.001)
     by_time = sum((F.when(micros >= F.lit(int(c)), 1).otherwise(0) for c in cuts), F.lit(0))
     return F.when(micros.isNull(), F.lit(0)).otherwise(by_time)  # like ORDER BY: NULLs first

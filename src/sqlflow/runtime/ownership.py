@@ -1,0 +1,97 @@
+"""Who owns a table: the `sqlflow.model` and `sqlflow.role` Delta table properties.
+
+Every table sqlflow creates records the model that owns it and its role (docs/semantics.md,
+"Table ownership"). Before a write replaces, overwrites, appends to or drops an existing table,
+its owner is checked: a table of another model, or one sqlflow did not create (a source, or
+another tool's table), is refused before anything is touched. The compiler refuses the same
+collisions between models and sources it can see (`sqlflow.rendering.ownership_check`); this is the
+runtime's own line of defence for tables it cannot see, e.g. a source not declared in yml.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pyspark.sql import SparkSession
+
+from sqlflow.errors import Location, SqlflowError
+from sqlflow.runtime.delta import deltalog
+from sqlflow.planning.plan import Sink, Write
+from sqlflow.runtime.delta.deltalog import TableInfo
+
+MODEL = "sqlflow.model"
+ROLE = "sqlflow.role"
+Role = Literal["sink", "quarantine", "state", "routed", "commitlog"]
+
+
+def properties(owner: str, role: str) -> dict[str, str]:
+    """The table properties a new table of `owner` in `role` is created with."""
+    return {MODEL: owner, ROLE: role}
+
+
+def tblproperties(owner: str, role: str) -> str:
+    """`TBLPROPERTIES ('sqlflow.model' = 'm', ...)` for a CREATE statement; owner names are
+    validated identifiers (sqlflow.identifiers), and quotes are escaped all the same."""
+    items = ", ".join(f"'{k}' = '{_literal(v)}'" for k, v in properties(owner, role).items())
+    return f"TBLPROPERTIES ({items})"
+
+
+def _literal(value: str) -> str:
+    return value.replace("\\", "\\\\").replace("'", "\\'")
+
+
+def check(spark: SparkSession, table: str, owner: str, role: str, *, action: str,
+          origin: str = "", info: TableInfo | None = None) -> None:
+    """Refuse to `action` (replace, overwrite, append to, drop) `table` unless it does not exist
+    or `owner` owns it. `info`: the table's description when the caller has it."""
+    if info is None:
+        if not spark.catalog.tableExists(table):
+            return
+        info = deltalog.describe(spark, table)
+    found = info.owner
+    if found is not None and found[0] == owner:
+        return
+    if found is None:
+        whose = ("it was not created by sqlflow (no `sqlflow.model` table property): a source, "
+                 "or another tool's table")
+        hint = (f"point the config at a table of its own; if sqlflow created `{table}` before "
+                "ownership was recorded, claim it once with `ALTER TABLE "
+                f"{table} SET TBLPROPERTIES ('{MODEL}' = '{owner}', '{ROLE}' = '{role}')`")
+    else:
+        whose = f"it belongs to model `{found[0]}` (its {found[1] or 'table'})"
+        hint = "give each model its own tables (its alias, schema and quarantine config)"
+    raise SqlflowError(
+        f"model `{owner}` would {action} table `{table}` (as its {role}), but {whose}; "
+        "nothing was written", location=_location(origin), hint=hint)
+
+
+def _location(origin: str) -> Location | None:
+    if not origin:
+        return None
+    path, _, line = origin.partition(":")
+    return Location(path, int(line) if line.isdigit() else 0)
+
+
+def plan_tables(plan) -> list[tuple[str, str, str, str]]:
+    """`(table, owner, role, origin)` of every table a batch, stream or routed plan writes."""
+    if hasattr(plan, "targets"):
+        out = [(t.sink.table, t.model, "routed", t.sink.origin or t.path) for t in plan.targets]
+    else:
+        out = [(plan.sink.table, plan.model, "sink", plan.sink.origin or plan.path)]
+    return out + [(plan.quarantine, plan.model, "quarantine", plan.quarantine_origin or plan.path)]
+
+
+def check_plans(spark: SparkSession, plans, *, action: str) -> None:
+    """Refuse the whole run before anything is touched when one of `plans` would `action` a
+    table it does not own (`action`: replace, drop)."""
+    for plan in plans:
+        view = getattr(plan, "sink", None) is not None and plan.sink.write == "view"
+        for table, owner, role, origin in plan_tables(plan):
+            if not (view and role == "sink"):  # a view is checked when it is replaced
+                check(spark, table, owner, role, action=action, origin=origin)
+
+
+def quarantine_sink(plan: Any, write: Write, partition_by: tuple[str, ...]) -> Sink:
+    """The Sink of the plan's quarantine table, owned by the plan's model."""
+    return Sink(plan.quarantine, write, partition_by, owner=plan.model, role="quarantine",
+                origin=plan.quarantine_origin or plan.path)

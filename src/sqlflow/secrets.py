@@ -1,0 +1,68 @@
+"""Secret environment variables, as dbt treats them (docs/deploy.md, "Secrets").
+
+A variable whose name starts with `DBT_ENV_SECRET_` (or a prefix listed, comma-separated, in
+`SQLFLOW_SECRET_ENV_PREFIXES`) is a secret: `env_var()` reads it in profiles only (a model,
+macro or sources.yml asking for it is an error), and its value is replaced by `*****` in every
+message, `--debug` trace, log record and compiled artefact sqlflow writes.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+
+DEFAULT_PREFIXES = ("DBT_ENV_SECRET_",)
+PREFIXES_VAR = "SQLFLOW_SECRET_ENV_PREFIXES"
+MASK = "*****"
+
+
+def prefixes() -> tuple[str, ...]:
+    """The secret name prefixes: dbt's, plus those listed in SQLFLOW_SECRET_ENV_PREFIXES."""
+    extra = [p.strip() for p in os.environ.get(PREFIXES_VAR, "").split(",") if p.strip()]
+    return (*DEFAULT_PREFIXES, *extra)
+
+
+def is_secret(name: str) -> bool:
+    return name.startswith(prefixes())
+
+
+def secret_values() -> list[str]:
+    """The values of the secret variables set now, longest first (so none is masked half)."""
+    values = {v for k, v in os.environ.items() if is_secret(k) and v}
+    return sorted(values, key=len, reverse=True)
+
+
+def mask(text: str) -> str:
+    """`text` with every secret value replaced by `*****`."""
+    for value in secret_values():
+        text = text.replace(value, MASK)
+    return text
+
+
+def mask_exception(exc: BaseException) -> BaseException:
+    """Mask the message (and a SqlflowError's diagnostics) of `exc` in place; returns it."""
+    import dataclasses
+
+    exc.args = tuple(mask(a) if isinstance(a, str) else a for a in exc.args)
+    diags = getattr(exc, "diagnostics", None)
+    if isinstance(diags, list):
+        masked = [dataclasses.replace(d, message=mask(d.message), hint=mask(d.hint)) for d in diags]
+        setattr(exc, "diagnostics", masked)  # a SqlflowError's: getattr above found the list
+    return exc
+
+
+class MaskingFilter(logging.Filter):
+    """A logging filter that masks secret values in every record it passes."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if secret_values():
+            record.msg = mask(record.getMessage())
+            record.args = ()
+        return True
+
+
+def install_log_masking(logger_name: str = "sqlflow") -> None:
+    """Mask secrets in every record of sqlflow's loggers (idempotent)."""
+    logger = logging.getLogger(logger_name)
+    if not any(isinstance(f, MaskingFilter) for f in logger.filters):
+        logger.addFilter(MaskingFilter())
