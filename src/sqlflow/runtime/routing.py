@@ -49,6 +49,7 @@ from sqlflow.runtime import partition_commit as PC
 from sqlflow.runtime import quarantine as Q
 from sqlflow.runtime.analysis_errors import model_errors
 from sqlflow.runtime.batchfn import BatchFunction, query_failed
+from sqlflow.runtime.env_errors import written_paths
 from sqlflow.runtime.refresh import checkpoint_dir, rebuild_command
 from sqlflow.runtime.sinks import BatchId, WriteResult, write
 from sqlflow.sourcemap import SourceMap
@@ -409,7 +410,8 @@ def run_routed_stream(ctx, plan: RoutedPlan, *, trigger: str = AVAILABLE_NOW,
         return fn.reports
     except Exception as exc:
         raise query_failed(f"routed group `{plan.model}`", plan.path, fn.error, exc,
-                           rebuild=rebuild_command(plan)) from exc
+                           rebuild=rebuild_command(plan),
+                           written=written_paths(ctx, plan)) from exc
     if trigger == AVAILABLE_NOW and end_of_input:
         fn.flush()
     return fn.reports

@@ -66,6 +66,7 @@ from sqlflow.runtime import commitlog, offsets, once, state
 from sqlflow.runtime import quarantine as Q
 from sqlflow.runtime.analysis_errors import model_errors
 from sqlflow.runtime.batchfn import BatchFunction, query_failed
+from sqlflow.runtime.env_errors import written_paths
 from sqlflow.runtime.microbatch import SIDE, BatchReport
 from sqlflow.runtime.refresh import checkpoint_dir, rebuild_command
 from sqlflow.runtime.sinks import BatchId, PartitionWrite, WriteResult, write
@@ -437,7 +438,8 @@ def _run(ctx, plan: StreamPlan, trigger: str, on_batch, after_sink) -> list[Stat
         query.stop()
     except Exception as exc:
         raise query_failed(f"model `{plan.model}`", plan.path, fn.error, exc,
-                           rebuild=rebuild_command(plan)) from exc
+                           rebuild=rebuild_command(plan),
+                           written=written_paths(ctx, plan)) from exc
     spark_dropped = {p["batchId"]: sum(s.get("numRowsDroppedByWatermark", 0) for s in p["stateOperators"])
                      for p in query.recentProgress}
     return [replace(r, spark_dropped=spark_dropped.get(r.batch_id)) for r in fn.reports]

@@ -35,6 +35,7 @@ from sqlflow.errors import Location, SqlflowError
 from sqlflow.plan import RoutedPlan, StreamPlan
 from sqlflow.runtime import older, once, padding, state
 from sqlflow.runtime.batchfn import query_failed
+from sqlflow.runtime.env_errors import written_paths
 from sqlflow.runtime.microbatch import SIDE, BatchReport, MicroBatch, side_column
 from sqlflow.runtime.refresh import checkpoint_dir, rebuild_command
 from sqlflow.runtime.refresh import full_refresh as full_refresh_plan
@@ -160,7 +161,8 @@ def run_stream(ctx, plan: StreamPlan, *, trigger: str = AVAILABLE_NOW,
         query.stop()
     except Exception as exc:
         raise query_failed(f"model `{plan.model}`", plan.path, fn.error, exc,
-                           rebuild=rebuild_command(plan)) from exc
+                           rebuild=rebuild_command(plan),
+                           written=written_paths(ctx, plan)) from exc
     return StreamResult(plan.model, tuple(fn.reports), time.monotonic() - began)
 
 
@@ -269,7 +271,8 @@ def _run_together(ctx, plans: list[StreamPlan], trigger: str | None, report, add
     except Exception as exc:
         plan, _, fn = next(((p, q, f) for p, q, f in started if f.error), (plans[0], None, None))
         raise query_failed(f"model `{plan.model}`", plan.path, fn.error if fn else None, exc,
-                           rebuild=rebuild_command(plan)) from exc
+                           rebuild=rebuild_command(plan),
+                           written=written_paths(ctx, plan)) from exc
     finally:
         for _, query, _ in started:
             query.stop()
