@@ -45,13 +45,14 @@ _KINDS = (
 _PATH = r"((?:file:|hdfs:|s3a?:|abfss?:|gs:)?/[^\s'\"()<>,;]*[^\s'\"()<>,;:.])"
 # where Java and Hadoop put the path of a failed file operation
 _PATH_PATTERNS = (
-    re.compile(_PATH + r"\s+\((?:[A-Z][a-z]+[ a-z]*)\)"),          # FileNotFoundException: /p (Permission denied)
-    re.compile(r"java\.nio\.file\.\w+Exception: " + _PATH),         # AccessDeniedException: /p
+    re.compile(_PATH + r"\s+\((?:[A-Z][a-z]+[ a-z]*)\)"),  # FileNotFoundException: /p (Permission denied)
+    re.compile(r"java\.nio\.file\.\w+Exception: " + _PATH),  # AccessDeniedException: /p
     re.compile(r"(?:Mkdirs failed to create|Failed to create|Cannot create|Unable to create|"
                r"Could not create|failed to rename|Failed to rename)\s+(?:file\s+|directory\s+)?"
                + _PATH, re.IGNORECASE),
     re.compile(_PATH + r": (?:No space left|Read-only file system|Permission denied|Too many open)"),
-    re.compile(r"(?:writing rows to|write rows to|writing to)\s+" + _PATH, re.IGNORECASE),  # TASK_WRITE_FAILED
+    # [TASK_WRITE_FAILED] Task failed while writing rows to file:/p
+    re.compile(r"(?:writing rows to|write rows to|writing to)\s+" + _PATH, re.IGNORECASE),
 )
 
 
