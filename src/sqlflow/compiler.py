@@ -16,7 +16,8 @@ from sqlflow.analysis.analyze import analyze
 from sqlflow.analysis.stream_safety import check
 from sqlflow.project.config import column_list
 from sqlflow.project.eventtime import EventTime
-from sqlflow.errors import Diagnostic, SqlflowError
+from sqlflow.planning.delta.linear import DeltaRuleError
+from sqlflow.errors import Diagnostic, Location, SqlflowError
 from sqlflow.analysis.ir import InputRel, ModelIR
 from sqlflow.planning.plan import COMMIT_LOG, Mode, Plan
 from sqlflow.planning.planner import build_plan
@@ -81,8 +82,17 @@ def compile_project(project_dir: Path, *, mode: Mode, select: Sequence[str] | No
         result.rendered[name] = rendered
         if any(d.severity == "error" for d in findings):
             continue  # an unsafe model gets no plan; its errors say why
-        plan = build_plan(
-            rendered, ir, mode, warnings=tuple(d.format() for d in findings if d.severity == "warning"))
+        try:
+            plan = build_plan(
+                rendered, ir, mode, warnings=tuple(d.format() for d in findings if d.severity == "warning"))
+        except DeltaRuleError as exc:  # a stream plan the delta rule cannot build: at the model
+            result.diagnostics.extend(
+                Diagnostic(f"model `{name}` cannot stream with the incremental strategy: "
+                           f"{d.message}", d.location or ir.location or Location(rendered.path),
+                           d.hint or "rewrite the query: docs/semantics.md lists what the "
+                           "incremental strategy covers")
+                for d in exc.diagnostics)
+            continue
         # kept so Spark's analysis errors name the model line (sqlflow.runtime.analysis_errors)
         result.plans[name] = dataclasses.replace(plan, source_map=rendered.source_map)
     if parse_errors:

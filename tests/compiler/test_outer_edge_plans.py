@@ -82,3 +82,16 @@ def test_a_full_self_join_is_refused_at_its_line_in_stream_mode(tmp_path):
     assert "use a LEFT JOIN" in error.hint
     batch = compiled(tmp_path / "batch", model("FULL JOIN", bound, "a", "b", "imps", "imp_ts"), "batch")
     assert "m" in batch.plans and batch.diagnostics[0].severity == "warning"
+
+
+def test_a_stream_plan_the_delta_rule_cannot_build_is_an_error_at_the_model(tmp_path):
+    """Not a traceback: the delta rule's reason, at the model's file."""
+    sql = model("LEFT JOIN", "c.click_ts BETWEEN i.imp_ts AND i.imp_ts + INTERVAL 5 MINUTES") + (
+        "JOIN {{ source('ods', 'clicks') }} AS d\n"
+        "  ON i.req_id = d.req_id AND d.click_ts BETWEEN i.imp_ts AND i.imp_ts + INTERVAL 5 MINUTES\n")
+    result = compiled(tmp_path, sql)
+    (error,) = result.diagnostics
+    assert error.format().startswith(
+        "models/m.sql: error: model `m` cannot stream with the incremental strategy: padding needs "
+        "exactly two stream inputs, found 3")
+    assert "m" not in result.plans

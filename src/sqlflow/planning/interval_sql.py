@@ -14,8 +14,10 @@ INTERVAL 30 SECONDS)` is refused by Spark for want of "an appropriate range cond
     >>> sql = lambda s: normalize_intervals(parse("SELECT " + s)).sql("spark")
     >>> sql("t - INTERVAL 3 MINUTES 30 SECONDS"), sql("t + make_interval(0, 0, 0, 0, 0, 0, 1.5)")
     ("SELECT t - INTERVAL '210' SECOND", "SELECT t + INTERVAL '1500' MILLISECOND")
-    >>> sql("t + -INTERVAL 1 DAY"), sql("t + INTERVAL 20 MINUTES"), sql("INTERVAL 1 MINUTE 1 SECOND")
-    ("SELECT t + INTERVAL '-1' DAY", "SELECT t + INTERVAL '20' MINUTES", "SELECT (INTERVAL '1' MINUTE + INTERVAL '1' SECOND)")
+    >>> sql("t + -INTERVAL 1 DAY"), sql("t + INTERVAL 20 MINUTES")
+    ("SELECT t + INTERVAL '-1' DAY", "SELECT t + INTERVAL '20' MINUTES")
+    >>> sql("INTERVAL 1 MINUTE 1 SECOND")
+    "SELECT (INTERVAL '1' MINUTE + INTERVAL '1' SECOND)"
 
 An interval that is only a value (selected, compared with another interval) keeps its spelling:
 its type (`INTERVAL MINUTE TO SECOND`) is the analyst's.

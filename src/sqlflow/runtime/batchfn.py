@@ -16,6 +16,7 @@ from typing import Iterator
 from pyspark.sql import DataFrame
 
 from sqlflow.errors import Location, SqlflowError
+from sqlflow.runtime.env_errors import environment_problem
 
 
 class BatchFunction:
@@ -39,14 +40,21 @@ RECREATED_INPUT = "DIFFERENT_DELTA_TABLE_READ_BY_STREAMING_SOURCE"
 
 
 def query_failed(what: str, path: str, error: BaseException | None, exc: BaseException,
-                 rebuild: str | None = None) -> SqlflowError:
+                 rebuild: str | None = None, written: tuple[str, ...] = ()) -> SqlflowError:
     """The error to raise for a query that failed with `exc`: the micro-batch's own SqlflowError
     as it was raised, else one naming `what` (e.g. "model `x`") with the first line of the cause.
     `rebuild`: the command that rebuilds the query's tables, the fix when an input table was
-    created again (running again would fail the same way)."""
+    created again (running again would fail the same way). A failure of the machine (disk
+    full, permission denied...: `env_errors`) names it, its path and the fix; `written`: the
+    paths the query writes, named when Spark's text has none."""
     cause = error or exc
     if isinstance(cause, SqlflowError):
         return cause
+    problem = environment_problem(cause, written) or (
+        environment_problem(exc, written) if exc is not cause else None)
+    if problem is not None:
+        return SqlflowError(f"{what}: stream query failed: {problem.message}",
+                            location=Location(path), hint=problem.fix)
     text = str(cause).strip()
     first = text.splitlines()[0][:300] if text else type(cause).__name__
     if RECREATED_INPUT in text and rebuild:

@@ -21,6 +21,7 @@ from sqlflow.engine.context import Context
 from sqlflow.planning.plan import Plan, StreamPlan
 from sqlflow.runtime import dispatch, ownership
 from sqlflow.runtime.batchfn import query_failed
+from sqlflow.runtime.env_errors import written_paths
 from sqlflow.runtime.query import AVAILABLE_NOW, rebuild_command, wait
 from sqlflow.runtime.refresh import full_refresh as refresh_plan
 from sqlflow.runtime.results import StreamRow
@@ -89,7 +90,8 @@ def _run_together(ctx: Context, plans: list[dispatch.StreamingPlan], trigger: st
     except Exception as exc:
         plan, _, fn = next(((p, q, f) for p, q, f in started if f.error), (plans[0], None, None))
         raise query_failed(f"model `{plan.model}`", plan.path, fn.error if fn else None, exc,
-                           rebuild=rebuild_command(plan)) from exc
+                           rebuild=rebuild_command(plan),
+                           written=written_paths(ctx, plan)) from exc
     finally:
         for _, query, _ in started:
             query.stop()

@@ -34,6 +34,7 @@ from sqlflow.errors import Location, SqlflowError
 from sqlflow.planning.plan import StreamPlan
 from sqlflow.identifiers import quote as quote_ident
 from sqlflow.runtime.batchfn import query_failed
+from sqlflow.runtime.env_errors import written_paths
 from sqlflow.runtime.delta import once
 from sqlflow.runtime.incremental import older, padding, state
 from sqlflow.runtime.incremental.microbatch import SIDE, BatchReport, MicroBatch, side_column
@@ -115,5 +116,6 @@ def run_stream(ctx: Context, plan: StreamPlan, *, trigger: str = AVAILABLE_NOW,
         query.stop()
     except Exception as exc:
         raise query_failed(f"model `{plan.model}`", plan.path, fn.error, exc,
-                           rebuild=rebuild_command(plan)) from exc
+                           rebuild=rebuild_command(plan),
+                           written=written_paths(ctx, plan)) from exc
     return StreamResult(plan.model, tuple(fn.reports), time.monotonic() - began)

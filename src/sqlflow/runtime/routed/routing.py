@@ -61,6 +61,7 @@ from sqlflow.runtime.query import (AVAILABLE_NOW, app_id, checkpoint_dir, is_new
                                    refuse_new_checkpoint, start_query)
 from sqlflow.runtime.results import DateRange, InputRead, RunResult
 from sqlflow.rendering.sourcemap import SourceMap
+from sqlflow.runtime.env_errors import written_paths
 
 
 @dataclass(frozen=True)
@@ -408,7 +409,8 @@ def run_routed_stream(ctx: Context, plan: RoutedPlan, *, trigger: str = AVAILABL
         return fn.reports
     except Exception as exc:
         raise query_failed(f"routed group `{plan.model}`", plan.path, fn.error, exc,
-                           rebuild=rebuild_command(plan)) from exc
+                           rebuild=rebuild_command(plan),
+                           written=written_paths(ctx, plan)) from exc
     if trigger == AVAILABLE_NOW and end_of_input:
         fn.flush()
     return fn.reports

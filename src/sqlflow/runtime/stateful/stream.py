@@ -76,6 +76,7 @@ from sqlflow.runtime.query import (AVAILABLE_NOW, app_id, checkpoint_dir, is_new
 from sqlflow.runtime.results import StreamResult
 from sqlflow.identifiers import quote as quote_ident
 from sqlflow.identifiers import quote_table as quote
+from sqlflow.runtime.env_errors import written_paths
 
 KIND, OUT, QROW, TIME = "__kind", "__o", "__q", "__t"
 POLICY = "spark.sql.streaming.multipleWatermarkPolicy"
@@ -443,7 +444,8 @@ def _run(ctx: Context, plan: StreamPlan, trigger: str, on_batch: Callable[[Batch
         query.stop()
     except Exception as exc:
         raise query_failed(f"model `{plan.model}`", plan.path, fn.error, exc,
-                           rebuild=rebuild_command(plan)) from exc
+                           rebuild=rebuild_command(plan),
+                           written=written_paths(ctx, plan)) from exc
     spark_dropped = {p["batchId"]: sum(s.get("numRowsDroppedByWatermark", 0) for s in p["stateOperators"])
                      for p in query.recentProgress}
     return [replace(r, spark_dropped=spark_dropped.get(r.batch_id)) for r in fn.reports]
