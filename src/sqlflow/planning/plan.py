@@ -186,6 +186,17 @@ class BatchPlan:
 
 
 @dataclass(frozen=True)
+class RestartPolicy:
+    """How the stream service restarts a plan's failed query (config `max_restarts`,
+    `restart_window`, `restart_backoff`): at most `max_restarts` restarts within `window_s`
+    seconds, the n-th after `backoff_s * 2**n` seconds."""
+
+    max_restarts: int = 3
+    window_s: float = 600.0
+    backoff_s: float = 1.0
+
+
+@dataclass(frozen=True)
 class StreamPlan:
     model: str
     path: str
@@ -203,6 +214,7 @@ class StreamPlan:
     warnings: tuple[str, ...] = ()
     idle_timeout_us: int | None = None  # config `idle_timeout`: close what an idle input holds open
     flush_margin_us: int = 0  # stateful: sum of the stream joins' widest bounds (end-of-input flush)
+    restarts: RestartPolicy = RestartPolicy()
     source_map: SourceMap | None = source_map_field()
 
     kind: ClassVar[PlanKind] = "stream"
@@ -346,6 +358,7 @@ class RoutedPlan:
     warnings: tuple[str, ...] = ()
     shared: tuple[tuple[str, str], ...] = ()  # (column, call): computed once per input row
     padding_sql: tuple[str, ...] = ()
+    restarts: RestartPolicy = RestartPolicy()
 
     kind: ClassVar[PlanKind] = "routed"
 
