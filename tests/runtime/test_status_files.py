@@ -35,13 +35,37 @@ def sqlflow(root, *args):
     return out, time.monotonic() - began
 
 
+PROFILES = """\
+sqlflow:
+  target: local
+  outputs:
+    local:
+      type: spark
+      method: session
+      host: NA
+      schema: dw
+      server_side_parameters: {spark.sql.warehouse.dir: .sqlflow/warehouse}
+"""
+
+
 def test_status_reads_checkpoints_and_the_heartbeat_without_a_jvm(tmp_path):
-    root = make_project(tmp_path, models=MODELS, yml={"sources.yml": ad_sources_yml("ods")})
+    root = make_project(tmp_path, models=MODELS, yml={"sources.yml": ad_sources_yml("ods")},
+                        profiles_yml=PROFILES)
     cp = root / ".sqlflow" / "checkpoints" / "filtered"
     for d, ids in (("offsets", (0, 1, 2)), ("commits", (0, 1))):
         (cp / d).mkdir(parents=True)
-        for i in ids:
-            (cp / d / str(i)).write_text("v1\n{}")
+        for i in ids:  # batch 2 delivered ods.imps up to version 4 (offset: version 5)
+            offset = {"sourceVersion": 1, "reservoirId": "x", "reservoirVersion": 3 + i,
+                      "index": -1, "isStartingVersion": False}
+            (cp / d / str(i)).write_text(f"v1\n{{}}\n{json.dumps(offset)}")
+    log = root / ".sqlflow" / "warehouse" / "ods.db" / "imps" / "_delta_log"
+    log.mkdir(parents=True)
+    for v in range(8):  # the table is at version 7: 3 versions behind
+        (log / f"{v:020d}.json").write_text("{}")
+    clicks = root / ".sqlflow" / "warehouse" / "ods.db" / "clicks" / "_delta_log"
+    clicks.mkdir(parents=True)
+    for v in range(2):  # versions 0 and 1, none delivered (no checkpoint yet)
+        (clicks / f"{v:020d}.json").write_text("{}")
     now = time.time()
     heartbeat.write(root, [
         ModelHealth("filtered", "models/filtered.sql", str(cp), state="running", restarts=1,
@@ -60,6 +84,7 @@ def test_status_reads_checkpoints_and_the_heartbeat_without_a_jvm(tmp_path):
     assert f["last_batch_at"].endswith("Z") and f["lag_seconds"] >= 0
     assert (f["rows_in_1h"], f["rows_out_1h"], f["quarantined_1h"]) == (9, 7, 2)  # the last hour
     assert f["dirty_partitions"] == ["dt=2026-11-01"] and f["quarantined"] == {"late": 2}
+    assert f["versions_behind"] == {"ods.imps": 3} and c["versions_behind"] == {"ods.clicks": 2}
     assert (c["state"], c["restarts"], c["last_batch_id"], c["lag_seconds"]) == ("failed", 3, None, None)
     assert "clicked.sql:2" in c["last_error"]
     assert seconds < 15, seconds  # 2 s on an idle machine; a shared CI box is slower

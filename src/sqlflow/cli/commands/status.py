@@ -27,7 +27,7 @@ def command(select: tuple[str, ...], vars_text: str | None, fmt: str, commit_log
 
     ctx = context()
     plans = stream_plans(ctx.project_dir, select, ctx.target, parse_vars(vars_text))
-    doc = service_status(ctx.project_dir, plans)
+    doc = service_status(ctx.project_dir, plans, target=ctx.target)
     if fmt == "json":
         click.echo(status_json(doc))
     else:
