@@ -19,10 +19,11 @@ from __future__ import annotations
 import signal
 import threading
 import time
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from sqlflow.errors import SqlflowError
 from sqlflow.runtime import control, dispatch, heartbeat
