@@ -98,6 +98,9 @@ def test_status_reads_checkpoints_and_the_heartbeat_without_a_jvm(tmp_path):
     assert doc["service"]["running"] is False
     table, _ = sqlflow(root, "status")
     assert table.returncode == 0 and "Stream service: not running" in table.stdout
+    # the guard holds: what starts Spark (the commit log's tables) fails in this environment
+    spark, _ = sqlflow(root, "status", "--commit-log")
+    assert spark.returncode != 0 and "Java" in spark.stderr + spark.stdout
 
 
 def test_ctl_writes_the_control_file_the_service_polls(tmp_path):

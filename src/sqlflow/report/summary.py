@@ -123,7 +123,7 @@ def stream_table(rows: Sequence[StreamRow], trigger: str | None) -> Table:
     if service:
         columns += [("state", "left"), ("restarts", "right")]
     for name, justify in columns:
-        table.add_column(name, justify=justify, no_wrap=True)
+        table.add_column(name, justify=justify, no_wrap=name == "model")
     for r in rows:
         cells = [r.model, r.kind, str(r.batches) if r.kind == "stream" else "-", f"{r.rows:,}",
                  f"{r.quarantined:,}", f"{r.seconds:.1f}",
