@@ -130,3 +130,37 @@ def test_tables_are_not_cut_to_80_columns_when_output_is_not_a_terminal():
         support.console.print(table)
     assert all(f"column number {k}" in cap.get() for k in range(12))
     assert "19,811 rows" in cap.get()
+
+
+def test_the_exit_code_of_a_stream_service_run_is_1_when_a_model_ended_failed(tmp_path, monkeypatch):
+    """The CLI's part (a unit test: the service itself runs in tests/runtime/test_service.py):
+    the summary lists each model's end state, a failed model's error, and the exit code."""
+    from click.testing import CliRunner
+
+    from sqlflow.cli.main import main
+    from sqlflow.runtime.results import StreamRow
+    from sqlflow.workflows import run as workflow
+
+    root = make_project(tmp_path, models=MODELS, yml={"sources.yml": ad_sources_yml("ods")})
+    seen = {}
+
+    def fake_run_streams(ctx, plans, *, rows, stop_timeout_s, **_):
+        seen["timeout"] = stop_timeout_s
+        rows.extend(ending)
+        return rows
+
+    monkeypatch.setattr(workflow, "run_streams", fake_run_streams)
+    args = ["--project-dir", str(root), "run", "--mode", "stream", "--trigger", "1 second"]
+    ending = [StreamRow("filtered", "stream", 3, 9, 1, 5.0, 0, state="stopped"),
+              StreamRow("clicked", "stream", 0, 0, 0, 5.0, 0, state="failed", restarts=3,
+                        error="models/clicked.sql: error: stream query failed: boom")]
+    res = CliRunner().invoke(main, args + ["--stop-timeout", "5 seconds"])
+    assert res.exit_code == 1, res.output
+    assert seen["timeout"] == 5.0
+    assert "clicked failed: models/clicked.sql: error: stream query failed: boom" in res.output
+    line = next(ln for ln in res.output.splitlines() if ln.strip().startswith("clicked"))
+    assert line.split()[-2:] == ["failed", "3"]
+    ending = [StreamRow("filtered", "stream", 3, 9, 1, 5.0, 0, state="stopped")]
+    assert CliRunner().invoke(main, args).exit_code == 0
+    bad = CliRunner().invoke(main, args + ["--stop-timeout", "30"])
+    assert bad.exit_code == 1 and "--stop-timeout" in bad.output
