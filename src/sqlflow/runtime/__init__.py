@@ -7,7 +7,8 @@
 - `delta/`: the shared Delta plumbing (sinks, the Delta log reader, the commit log, the
   exactly-once journal, compaction, ready markers);
 - `query`: what every stream query shares (checkpoint, id, refusal, start);
-- `streams`: many models' plans at once (`sqlflow run --mode stream`);
+- `streams`: many models' plans at once (`sqlflow run --mode stream`); `service`: with
+  interval triggers, each plan its own region (`restarts`, `heartbeat`, `control`, `metrics`);
 - `results`: the values a run returns; the runtime never prints (`sqlflow.report` does).
 """
 
