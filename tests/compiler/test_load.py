@@ -180,6 +180,14 @@ def test_bad_config_values(tmp_path):
     assert "'streaming_table'" in msg
 
 
+def test_restart_config_of_the_stream_service(tmp_path):
+    for bad, said in (("max_restarts=-1", "max_restarts"), ("restart_backoff='soon'", "restart_backoff"),
+                      ("restart_window=5", "restart_window")):
+        msg = _error(render, tmp_path / bad[:5], "m",
+                     models={"m.sql": f"{{{{ config({bad}) }}}}select 1"})
+        assert msg.startswith("models/m.sql:1: error: config `" + said), msg
+
+
 def test_every_error_of_a_load_is_reported(tmp_path):
     root = make_project(tmp_path, models={"m.sql": "select 1"}, yml={"p.yml": """\
         version: 2

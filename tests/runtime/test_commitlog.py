@@ -72,6 +72,24 @@ def test_dirty_and_provisional_until_a_batch_rewrite_settles_them(spark):
         "dt=2026-11-02", "dt=2026-11-04"]
 
 
+def test_a_full_refresh_starts_the_table_with_fresh_commit_state(spark):
+    """The dropped table's commits and dirty rows stay as history but no longer count; the
+    other tables' rows and the rebuilt table's new rows do."""
+    t, other = "dw.routed_a", "dw.other"
+    C.append(spark, [
+        C.Entry(t, "dt=2026-11-01/hour=1", "commit", "stream", committed_at=at(0)),
+        C.Entry(t, "dt=2026-11-01/hour=2", "dirty", "stream", reason="late", committed_at=at(1)),
+        C.Entry(other, "dt=2026-11-01/hour=1", "commit", "stream", committed_at=at(1)),
+    ], table=LOG)
+    assert C.refreshed(spark, [t], "routed", table=LOG) == 1
+    assert C.ready_partitions(spark, t, table=LOG) == set()
+    assert C.open_partitions(spark, [t], table=LOG) == []
+    assert C.ready_partitions(spark, other, table=LOG) == {"dt=2026-11-01/hour=1"}
+    C.append(spark, [C.Entry(t, "dt=2026-11-01/hour=3", "commit", "stream")], table=LOG)
+    assert C.ready_partitions(spark, t, table=LOG) == {"dt=2026-11-01/hour=3"}
+    assert spark.table(LOG).count() == 5  # history kept
+
+
 def test_a_replayed_batch_appends_nothing_twice(spark):
     result = WriteResult("dw.m", "append_once", 3, rows=5, partitions=(
         PartitionWrite((("dt", "2026-11-01"),), 2, 1), PartitionWrite((("dt", "2026-11-02"),), 3, 1)))

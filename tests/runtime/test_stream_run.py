@@ -170,6 +170,10 @@ def test_cli_runs_a_bounded_stream_and_prints_each_micro_batch(spark, setup):
     assert rebuilt.exit_code == 0, rebuilt.output
     assert f"filtered: full refresh, removed table {plan.sink.table}, table {plan.quarantine}" \
         in rebuilt.output and "filtered batch 0: in" in rebuilt.output
+    # the dropped table's commit-log rows no longer count (a `refresh` row): fresh commit state
+    refreshed = spark.table(COMMIT_LOG).where((F.col("table") == plan.sink.table.lower())
+                                              & (F.col("kind") == "refresh")).count()
+    assert refreshed == 1
     # rebuilt from a new query over every input row: each row once, not once per query
     assert (spark.table(plan.sink.table).count(), spark.table(plan.quarantine).count()) == (9, 3)
     assert Counter(map(tuple, spark.table(plan.sink.table).collect())) == sink_rows

@@ -15,8 +15,16 @@ from sqlflow.engine.context import Context
 from sqlflow.errors import SqlflowError
 from sqlflow.secrets import install_log_masking, mask_exception
 
-console = Console(highlight=False)
-err_console = Console(stderr=True, highlight=False)
+
+def _log_width(stream: object) -> int | None:
+    """None (the terminal's width) on a terminal; else wide enough that a log (CI, `| tee`)
+    shows every table column whole instead of rich's default of 80 columns."""
+    isatty = getattr(stream, "isatty", None)
+    return None if isatty is not None and isatty() else 1000
+
+
+console = Console(highlight=False, width=_log_width(sys.stdout))
+err_console = Console(stderr=True, highlight=False, width=_log_width(sys.stderr))
 
 
 def error_handler(fn):

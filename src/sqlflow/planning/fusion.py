@@ -38,7 +38,7 @@ from sqlflow.project.config import ByteSize, parse_size
 from sqlflow.errors import Diagnostic, Location
 from sqlflow.analysis.ir import ModelIR
 from sqlflow.planning.plan import (
-    BatchPlan, Plan, RouteCommit, RoutedPlan, RouteTarget, StreamPlan, quarantine_table,
+    BatchPlan, Plan, RestartPolicy, RouteCommit, RoutedPlan, RouteTarget, StreamPlan, quarantine_table,
 )
 from sqlflow.planning.shared_calls import share_calls
 from sqlflow.project.runmode import AVAILABLE_NOW, STATE_DIR
@@ -211,6 +211,7 @@ def _routed_plan(result: Any, group: str, members: list[str],
         bytes_per_row=cfg.bytes_per_row,
         row_bytes=tuple(sorted(cfg.row_bytes.items())),
         trigger=first.trigger if stream else AVAILABLE_NOW,
+        restarts=first.restarts if stream else RestartPolicy(),
         checkpoint=f"{STATE_DIR}/checkpoints/route__{group}" if stream else None,
         event_time=first.event_time,
         warnings=tuple(w for name in members for w in result.plans[name].warnings),

@@ -193,6 +193,17 @@ class BatchPlan:
 
 
 @dataclass(frozen=True)
+class RestartPolicy:
+    """How the stream service restarts a plan's failed query (config `max_restarts`,
+    `restart_window`, `restart_backoff`): at most `max_restarts` restarts within `window_s`
+    seconds, the n-th after `backoff_s * 2**n` seconds."""
+
+    max_restarts: int = 3
+    window_s: float = 600.0
+    backoff_s: float = 1.0
+
+
+@dataclass(frozen=True)
 class StreamPlan:
     model: str
     path: str
@@ -211,6 +222,7 @@ class StreamPlan:
     idle_timeout_us: int | None = None  # config `idle_timeout`: close what an idle input holds open
     flush_margin_us: int = 0  # stateful: sum of the stream joins' widest bounds (end-of-input flush)
     quarantine_origin: str = ""  # the config line naming the quarantine table (ownership)
+    restarts: RestartPolicy = RestartPolicy()
     source_map: SourceMap | None = source_map_field()
 
     kind: ClassVar[PlanKind] = "stream"
@@ -358,6 +370,7 @@ class RoutedPlan:
     shared: tuple[tuple[str, str], ...] = ()  # (column, call): computed once per input row
     padding_sql: tuple[str, ...] = ()
     quarantine_origin: str = ""
+    restarts: RestartPolicy = RestartPolicy()
 
     kind: ClassVar[PlanKind] = "routed"
 

@@ -13,7 +13,7 @@ from sqlflow.project.runmode import STATE_DIR
 from sqlflow.project.config_origin import config_line
 from sqlflow.analysis.ir import InputRel, JoinIR, ModelIR
 from sqlflow.planning.plan import (
-    COMMIT_LOG, BatchPlan, Mode, PruneRange, Sink, SourceBinding, StreamPlan, Watermark,
+    COMMIT_LOG, BatchPlan, Mode, PruneRange, RestartPolicy, Sink, SourceBinding, StreamPlan, Watermark,
     Write, bind_relations, quarantine_table, spark_sql, stream_joins, streams_of, view_name,
 )
 
@@ -108,6 +108,8 @@ def _stream_plan(rendered: Any, ir: ModelIR, table: str, partition_by: tuple[str
         idle_timeout_us=micros(config.idle_timeout) if config.idle_timeout is not None else None,
         event_time=config.event_time or ir.event_time, warnings=warnings,
         flush_margin_us=flush,
+        restarts=RestartPolicy(config.max_restarts, config.restart_window.total_seconds(),
+                               config.restart_backoff.total_seconds()),
     )
 
 

@@ -150,6 +150,12 @@ class ModelConfig(BaseModel):
     idle_timeout: Duration | None = None
     trigger: Annotated[Literal["available-now", "once"] | timedelta | None,
                        BeforeValidator(_trigger)] = None
+    # the stream service (docs/semantics.md, "The stream service"): a model whose query fails
+    # is restarted alone, after `restart_backoff` doubled per restart, at most `max_restarts`
+    # times within `restart_window`; then it is marked failed and the others keep running
+    max_restarts: int = Field(default=3, ge=0)
+    restart_window: Duration = timedelta(minutes=10)
+    restart_backoff: Duration = timedelta(seconds=1)
     event_time: str | None = None
     quarantine: str | None = None
     max_files_per_partition: int | None = Field(default=None, gt=0)

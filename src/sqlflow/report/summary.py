@@ -114,17 +114,25 @@ def event_line(event: Any) -> str:
 
 def stream_table(rows: Sequence[StreamRow], trigger: str | None) -> Table:
     """One row per model: kind, micro-batches, rows written, rows quarantined, seconds, and
-    the output partitions found dirty (`sqlflow repair` rewrites them)."""
+    the output partitions found dirty (`sqlflow repair` rewrites them); for the stream
+    service, also how each model's region ended and its restarts."""
     table = Table(title=f"Stream run ({trigger or 'configured triggers'})", title_justify="left",
                   box=box.SIMPLE_HEAD)
-    for name, justify in (("model", "left"), ("plan", "left"), ("batches", "right"),
-                          ("rows", "right"), ("quarantined", "right"), ("seconds", "right"),
-                          ("dirty", "right")):
+    service = any(r.state for r in rows)
+    columns = [("model", "left"), ("plan", "left"), ("batches", "right"), ("rows", "right"),
+               ("quarantined", "right"), ("seconds", "right"), ("dirty", "right")]
+    if service:
+        columns += [("state", "left"), ("restarts", "right")]
+    for name, justify in columns:
         table.add_column(name, justify=cast(JustifyMethod, justify), no_wrap=name == "model")
     for r in rows:
-        table.add_row(r.model, r.kind, str(r.batches) if r.kind == "stream" else "-", f"{r.rows:,}",
-                      f"{r.quarantined:,}", f"{r.seconds:.1f}",
-                      f"[bold red]{r.dirty}[/]" if r.dirty else "0")
+        cells = [r.model, r.kind, str(r.batches) if r.kind == "stream" else "-", f"{r.rows:,}",
+                 f"{r.quarantined:,}", f"{r.seconds:.1f}",
+                 f"[bold red]{r.dirty}[/]" if r.dirty else "0"]
+        if service:
+            cells += [f"[bold red]{r.state}[/]" if r.state == "failed" else r.state or "-",
+                      str(r.restarts)]
+        table.add_row(*cells)
     return table
 
 

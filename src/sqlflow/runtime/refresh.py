@@ -4,8 +4,9 @@ A full refresh removes both a query's outputs and its checkpoint, so the model i
 from a new query over everything its inputs hold (the way dbt's `--full-refresh` rebuilds an
 incremental model). The query's own state tables, progress table and journal go with the
 checkpoint: a new query drops them when it starts. The commit log keeps the dropped table's
-history; it is a log, and a partition it still lists as dirty or provisional is settled by
-`sqlflow repair` as before (docs/semantics.md, "Stream runs").
+rows as history, but a `refresh` row makes them no longer count: the rebuilt table starts
+with fresh commit state, so a routed group's first run does not find its hours committed
+(and mark them dirty) by the dropped table's commits (docs/semantics.md, "Stream runs").
 """
 
 from __future__ import annotations
@@ -16,7 +17,8 @@ from pathlib import Path
 from pyspark.sql import SparkSession
 
 from sqlflow.errors import Location, SqlflowError
-from sqlflow.planning.plan import RoutedPlan, StreamPlan
+from sqlflow.planning.plan import COMMIT_LOG, RoutedPlan, StreamPlan
+from sqlflow.runtime.delta import commitlog
 from sqlflow.runtime.query import checkpoint_dir
 from sqlflow.runtime import ownership
 from sqlflow.runtime.delta.deltalog import quote
@@ -40,6 +42,8 @@ def full_refresh(spark: SparkSession, project_dir: Path | str,
         if spark.catalog.tableExists(table):
             spark.sql(f"DROP TABLE {quote(table)}")
             removed.append(f"table {table}")
+    if spark.catalog.tableExists(COMMIT_LOG):  # the rebuilt tables start with fresh commit state
+        commitlog.refreshed(spark, [t for t, _ in plan.outputs], plan.model)
     if folder.exists():
         shutil.rmtree(folder)
         removed.append(f"checkpoint {folder}")

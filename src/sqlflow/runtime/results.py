@@ -114,3 +114,6 @@ class StreamRow:
     quarantined: int
     seconds: float
     dirty: int
+    state: str = ""  # the stream service: how the model's region ended (stopped / failed)
+    restarts: int = 0
+    error: str | None = None  # a failed model's error, at its file

@@ -2,9 +2,10 @@
 
 `available-now`: one model after the other, each until its inputs are processed. An interval
 (or None: each model's configured trigger): models without a stream plan run their batch plan
-once, then every stream query runs at once until one fails or the user interrupts (Ctrl-C
-stops them all; the checkpoints resume). `full_refresh` first removes every stream plan's
-tables and checkpoint (`sqlflow.runtime.refresh`).
+once, models configured `available-now` run bounded, then every other stream plan runs in the
+stream service (`sqlflow.runtime.service`): each its own region, restarted alone when it
+fails, until SIGTERM or Ctrl-C stops them all (the checkpoints resume). `full_refresh` first
+removes every stream plan's tables and checkpoint (`sqlflow.runtime.refresh`).
 
 Nothing here prints: progress goes to `on_event` as values (a `Refreshed`, a micro-batch
 report, a `RunResult`) and each model's summary row is appended to `rows`, which the caller
@@ -13,18 +14,17 @@ renders even when the run fails (`sqlflow.report.summary`).
 
 from __future__ import annotations
 
-import time
+import threading
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 from sqlflow.engine.context import Context
 from sqlflow.planning.plan import Plan, StreamPlan
 from sqlflow.runtime import dispatch, ownership
-from sqlflow.runtime.batchfn import query_failed
-from sqlflow.runtime.env_errors import written_paths
-from sqlflow.runtime.query import AVAILABLE_NOW, rebuild_command, wait
+from sqlflow.runtime.query import AVAILABLE_NOW
 from sqlflow.runtime.refresh import full_refresh as refresh_plan
 from sqlflow.runtime.results import StreamRow
+from sqlflow.runtime.service import Service
 
 
 @dataclass(frozen=True)
@@ -37,7 +37,8 @@ class Refreshed:
 
 def run_streams(ctx: Context, plans: Sequence[Plan], *, trigger: str | None,
                 on_event: Callable[[Any], None], rows: list[StreamRow],
-                full_refresh: bool = False) -> list[StreamRow]:
+                full_refresh: bool = False, stop_timeout_s: float = 30.0,
+                metrics: Any = None, stop: threading.Event | None = None) -> list[StreamRow]:
     """Run `plans` (compile order); see the module docstring. Returns `rows`."""
     # docs/semantics.md, "Table ownership": refuse the run before any table is touched
     ownership.check_plans(ctx.spark, plans, action="drop" if full_refresh else "write")
@@ -66,34 +67,20 @@ def run_streams(ctx: Context, plans: Sequence[Plan], *, trigger: str | None,
             else:
                 batch(plan)
         return rows
+    streams: list[Any] = [p for p in plans if dispatch.is_stream(p)]
     for plan in plans:
         if not dispatch.is_stream(plan):
             batch(plan)
-    _run_together(ctx, [p for p in plans if dispatch.is_stream(p)], trigger, on_event, add)
+    for bounded in streams:
+        if (trigger or bounded.trigger) == AVAILABLE_NOW:  # configured bounded: runs, flushes, ends
+            res = dispatch.run_stream(ctx, bounded, trigger=AVAILABLE_NOW, on_batch=on_event)
+            add(bounded.model, res.batches, res.seconds)
+    service = Service(ctx, [p for p in streams if (trigger or p.trigger) != AVAILABLE_NOW],
+                      trigger=trigger, on_event=on_event, stop_timeout_s=stop_timeout_s,
+                      metrics=metrics, stop=stop)
+    if service.regions:
+        try:
+            service.run()
+        finally:
+            rows.extend(service.rows())
     return rows
-
-
-def _run_together(ctx: Context, plans: list[dispatch.StreamingPlan], trigger: str | None,
-                  on_event: Callable[[Any], None], add: Callable[..., None]) -> None:
-    began = time.monotonic()
-    started = []
-    try:
-        for plan in plans:
-            started.append((plan, *dispatch.start_stream(ctx, plan, trigger=trigger or plan.trigger,
-                                                         on_batch=on_event)))
-        wait([(q, f) for _, q, f in started])
-        for plan, _, fn in started:  # a model configured `available-now` ends with its flush
-            if (trigger or plan.trigger) == AVAILABLE_NOW:
-                fn.flush()
-    except KeyboardInterrupt:
-        pass
-    except Exception as exc:
-        plan, _, fn = next(((p, q, f) for p, q, f in started if f.error), (plans[0], None, None))
-        raise query_failed(f"model `{plan.model}`", plan.path, fn.error if fn else None, exc,
-                           rebuild=rebuild_command(plan),
-                           written=written_paths(ctx, plan)) from exc
-    finally:
-        for _, query, _ in started:
-            query.stop()
-        for plan, _, fn in started:
-            add(plan.model, fn.reports, time.monotonic() - began)

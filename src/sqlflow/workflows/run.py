@@ -18,6 +18,7 @@ from sqlflow.planning.plan import BatchPlan, Mode, Plan, RoutedPlan
 from sqlflow.report.summary import (dims_table, event_line, files_table, progress_line,
                                     stream_table, summary_table)
 from sqlflow.runtime.dispatch import run_models
+from sqlflow.runtime.metrics import Metrics
 from sqlflow.runtime.results import DateRange, RunResult, StreamRow
 from sqlflow.runtime.streams import run_streams
 
@@ -59,16 +60,29 @@ def run_batch_plans(ctx: Context, plans: Sequence[Plan], out: Console, *,
 
 
 def run_stream_plans(ctx: Context, plans: Sequence[Plan], out: Console, *, trigger: str | None,
-                     full_refresh: bool = False) -> list[StreamRow]:
+                     full_refresh: bool = False, stop_timeout_s: float = 30.0,
+                     metrics_port: int | None = None) -> list[StreamRow]:
     """`sqlflow run --mode stream`: a progress line per micro-batch (and per batch plan run
-    once), then the summary table, printed even when a model fails."""
+    once, and per change of a model's region in the stream service), then the summary table
+    and each failed model's error, printed even when a model fails. `metrics_port`: serve
+    the service's Prometheus metrics on 127.0.0.1."""
     rows: list[StreamRow] = []
+    metrics = None
+    if metrics_port is not None:
+        metrics = Metrics()
+        metrics.serve(metrics_port)
+        out.print(f"metrics: http://127.0.0.1:{metrics_port}/metrics", soft_wrap=True)
     try:
         run_streams(ctx, plans, trigger=trigger, full_refresh=full_refresh, rows=rows,
+                    stop_timeout_s=stop_timeout_s, metrics=metrics,
                     on_event=lambda e: out.print(escape(event_line(e)), soft_wrap=True))
     finally:
         if rows:  # a run refused before any model ran has nothing to sum up
             out.print(stream_table(rows, trigger))
+            for r in rows:
+                if r.error:
+                    out.print(f"[red]{escape(r.model)} failed: {escape(r.error)}[/red]",
+                              soft_wrap=True)
     return rows
 
 

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import sys
+
 import click
 
 from sqlflow.cli.support import console, context, err_console, error_handler, parse_vars
 from sqlflow.errors import SqlflowError
 from sqlflow.project.runmode import Mode
+from sqlflow.project.config import parse_duration
 
 
 @click.command("run")
@@ -26,16 +29,24 @@ from sqlflow.project.runmode import Mode
 @click.option("--full-refresh", is_flag=True,
               help="Stream mode: drop each selected stream model's tables (sink, quarantine; a "
                    "routed group: every target) and its checkpoint, and rebuild them from a new query.")
+@click.option("--stop-timeout", default="30 seconds", show_default=True,
+              help="Stream service: on SIGTERM or Ctrl-C, how long a running micro-batch may "
+                   "take to finish before it is abandoned (its replay writes nothing twice).")
+@click.option("--metrics-port", type=click.IntRange(1, 65535), default=None,
+              help="Stream service: serve Prometheus metrics on 127.0.0.1:PORT/metrics.")
 @error_handler
 def run_cmd(mode: Mode, trigger: str | None, start, end, select: tuple[str, ...],
-            vars_text: str | None, full_refresh: bool) -> None:
+            vars_text: str | None, full_refresh: bool, stop_timeout: str,
+            metrics_port: int | None) -> None:
     """Run models in dependency order and print what each wrote and quarantined.
 
     Batch: without --start/--end every partition the model computes is replaced; with them,
     exactly the partitions of that date range. Stops at the first model that fails.
     Stream: each streaming_table model runs its stream plan (one query, one checkpoint);
     progress is printed per micro-batch. --full-refresh rebuilds the selected stream models
-    from a new query (their tables and checkpoints are removed first).
+    from a new query (their tables and checkpoints are removed first). With interval
+    triggers the run is a service: a failing model is restarted alone, SIGTERM or Ctrl-C
+    stops every query, and the exit code is 1 if any model ended failed.
     """
     from sqlflow.workflows.run import plans_for_run, run_batch_plans, run_stream_plans
 
@@ -51,7 +62,14 @@ def run_cmd(mode: Mode, trigger: str | None, start, end, select: tuple[str, ...]
                            hint="a batch run already replaces every partition it computes")
     plans = plans_for_run(ctx, mode, err_console, select=select, vars=parse_vars(vars_text))
     if mode == "stream":
-        run_stream_plans(ctx, plans, console, trigger=trigger, full_refresh=full_refresh)
+        try:
+            timeout = parse_duration(stop_timeout).total_seconds()
+        except ValueError as exc:
+            raise SqlflowError(f"--stop-timeout: {exc}") from None
+        rows = run_stream_plans(ctx, plans, console, trigger=trigger, full_refresh=full_refresh,
+                                stop_timeout_s=timeout, metrics_port=metrics_port)
+        if any(r.state == "failed" for r in rows):
+            sys.exit(1)
     else:
         run_batch_plans(ctx, plans, console, start=first, end=last)
 

@@ -8,6 +8,7 @@ One row per event on one output partition of one table:
 | `commit` | the partition is complete and ready for readers (partition commit, mark-ready)  |
 | `dirty`  | the partition may differ from the backfill (docs/design.md §2.7): `repair` must rewrite it |
 | `repair` | the batch plan rewrote the partition; earlier dirty/provisional rows are settled |
+| `refresh`| `--full-refresh` dropped the table: its earlier rows stay as history, no longer count |
 
 A partition is written as Hive-style `dt=2026-11-01/hour=3` (its columns in the table's
 partition order; `""` for an unpartitioned table). `inputs` and `dim_partitions` are JSON
@@ -37,7 +38,7 @@ from sqlflow.runtime.delta import deltalog, once
 from sqlflow.runtime.delta.sinks import BatchId, WriteResult
 
 
-Kind = Literal["write", "commit", "dirty", "repair"]
+Kind = Literal["write", "commit", "dirty", "repair", "refresh"]
 WriteMode = Literal["stream", "batch", "dbt", "manual", "marker"]
 
 SCHEMA = StructType([
@@ -173,10 +174,26 @@ def append(spark: SparkSession, entries: Iterable[Entry], *, batch: BatchId | No
 
 
 def read(spark: SparkSession, table: str = COMMIT_LOG) -> DataFrame:
-    """The whole log (an empty frame with the log's schema when it does not exist yet)."""
+    """The log's rows that count (an empty frame with the log's schema when it does not exist
+    yet): a table's rows up to its latest `refresh` row are history, left out, so a table
+    rebuilt by `--full-refresh` starts with fresh commit state (nothing committed, nothing
+    dirty)."""
     if not spark.catalog.tableExists(table):
         return spark.createDataFrame([], SCHEMA)
-    return spark.table(table)
+    log = spark.table(table)
+    refreshed = (log.where(F.col("kind") == "refresh").groupBy("table")
+                 .agg(F.max("committed_at").alias("_refreshed_at")))
+    return (log.join(F.broadcast(refreshed), "table", "left")
+            .where(F.col("_refreshed_at").isNull() | (F.col("committed_at") > F.col("_refreshed_at")))
+            .select(*log.columns))
+
+
+def refreshed(spark: SparkSession, tables: Iterable[str], model: str, *,
+              table: str = COMMIT_LOG) -> int:
+    """Record that `tables` were dropped to be rebuilt (`--full-refresh`): from now on their
+    earlier rows no longer count (`read`). Returns the rows appended."""
+    return append(spark, [Entry(t, "", "refresh", "stream", model, reason="full refresh")
+                          for t in tables], table=table)
 
 
 def ready_partitions(spark: SparkSession, data_table: str, *, table: str = COMMIT_LOG) -> set[str]:

@@ -87,6 +87,7 @@ class BatchReport:
     padded: int = 0
     dirty: tuple[tuple[str, str], ...] = ()  # (partition, reason)
     phases: tuple[tuple[str, float], ...] = ()  # wall seconds per phase (`batchfn.Phases`)
+    reasons: tuple[tuple[str, int], ...] = ()  # quarantined rows per reason (the service's metrics)
 
     def line(self) -> str:
         note = " (replay: sink already written)" if self.replayed else ""
@@ -209,7 +210,8 @@ class MicroBatch(BatchFunction):
         report = BatchReport(
             plan.model, batch_id, tuple((b.relation, counts.get(k, 0)) for k, b in enumerate(self.sides)),
             out.rows, quarantined, out.skipped, time.monotonic() - began,
-            padded=padded_rows, dirty=tuple((p, r) for p, _, r in dirty), phases=phase.items())
+            padded=padded_rows, dirty=tuple((p, r) for p, _, r in dirty), phases=phase.items(),
+            reasons=tuple(sorted((k, n) for k, n in reasons.items() if n)))
         self._report(report)
 
     def _new_rows(self, spark: SparkSession, df: DataFrame, batch_id: int, k: int) -> DataFrame:

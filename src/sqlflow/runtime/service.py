@@ -1,0 +1,255 @@
+"""The stream service: `sqlflow run --mode stream` with interval triggers (docs/semantics.md,
+"The stream service").
+
+Every stream plan (a model, or a routed group) is a region: its own query, checkpoint and
+failure domain. A poll loop in the calling thread watches them; a query that fails is
+restarted alone after its `RestartBudget`'s backoff, and a model past `max_restarts` within
+the window is marked failed (its error at the model's file) while the others keep running.
+A model downstream of a failed one keeps reading what its inputs hold. The loop also writes
+the heartbeat (`runtime.heartbeat`), applies `sqlflow ctl` (`runtime.control`: pause,
+resume, rate) and feeds the metrics (`runtime.metrics`).
+
+A stop (SIGTERM, Ctrl-C, or `stop`) stops every query within `stop_timeout_s`: Spark lets a
+running micro-batch finish or abandons it; an abandoned batch is replayed after the restart
+and the exactly-once journal (`runtime.delta.once`) keeps it from writing anything twice.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from sqlflow.errors import SqlflowError
+from sqlflow.runtime import control, dispatch, heartbeat
+from sqlflow.runtime.batchfn import query_failed
+from sqlflow.runtime.env_errors import written_paths
+from sqlflow.runtime.query import checkpoint_dir, rebuild_command, settled
+from sqlflow.runtime.restarts import RestartBudget
+from sqlflow.runtime.results import StreamRow
+
+HOUR_S = 3600.0
+
+
+@dataclass(frozen=True)
+class RegionEvent:
+    """A model's region changed state: `restarting` (in `delay` seconds, after `error`),
+    `failed`, `paused`, `running` (started or resumed), `stopped`."""
+
+    model: str
+    state: str
+    error: str | None = None
+    delay: float | None = None
+
+    def line(self) -> str:
+        if self.state == "restarting":
+            return f"{self.model}: query failed, restarting in {self.delay:.1f}s: {self.error}"
+        if self.state == "failed":
+            return f"{self.model}: FAILED, no more restarts: {self.error}"
+        return f"{self.model}: {self.state}"
+
+
+@dataclass
+class Region:
+    """One plan's query and what the service knows of it."""
+
+    plan: Any
+    budget: RestartBudget
+    health: heartbeat.ModelHealth
+    query: Any = None
+    fn: Any = None
+    restart_at: float = 0.0
+    reports: list[Any] = field(default_factory=list)
+    error: SqlflowError | None = None
+
+
+def stop_signals(stop: threading.Event) -> Callable[[], None]:
+    """Make SIGTERM set `stop` (Ctrl-C arrives as KeyboardInterrupt); returns the undo. Only
+    the main thread can install handlers: elsewhere this does nothing."""
+    if threading.current_thread() is not threading.main_thread():
+        return lambda: None
+    before = signal.signal(signal.SIGTERM, lambda *_: stop.set())
+
+    def undo() -> None:
+        signal.signal(signal.SIGTERM, before)
+    return undo
+
+
+class Service:
+    """Run `plans` (stream plans, compile order) until `stop` is set or every region ended."""
+
+    def __init__(self, ctx: Any, plans: Sequence[Any], *, trigger: str | None,
+                 on_event: Callable[[Any], None], stop_timeout_s: float = 30.0,
+                 metrics: Any = None, poll_s: float = 0.5,
+                 stop: threading.Event | None = None) -> None:
+        self.ctx, self.trigger, self.on_event = ctx, trigger, on_event
+        self.stop_timeout_s, self.metrics, self.poll_s = stop_timeout_s, metrics, poll_s
+        self.stop = stop or threading.Event()
+        self.lock = threading.Lock()
+        self.project_dir = Path(ctx.project_dir)
+        self.regions = [Region(p, RestartBudget(p.restarts), heartbeat.ModelHealth(
+            p.model, p.path, str(checkpoint_dir(self.project_dir, p)))) for p in plans]
+        self.began = time.monotonic()
+
+    # --- the loop -------------------------------------------------------------------------
+
+    def run(self) -> list[Region]:
+        undo = stop_signals(self.stop)
+        # a stop waits this long for a running micro-batch (Spark reads it at query start)
+        self.ctx.spark.conf.set("spark.sql.streaming.stopTimeout",
+                                str(int(self.stop_timeout_s * 1000)))
+        try:
+            for region in self.regions:
+                self._start(region)
+            while not self.stop.is_set():
+                self._poll()
+                if all(r.health.state in ("failed", "stopped") for r in self.regions):
+                    break
+                self.stop.wait(self.poll_s)
+        except KeyboardInterrupt:
+            pass
+        finally:
+            self._stop_all()
+            undo()
+        return self.regions
+
+    def _poll(self) -> None:
+        now = time.monotonic()
+        controls = control.read(self.project_dir)
+        for r in self.regions:
+            state = r.health.state
+            paused = r.plan.model in controls.paused
+            if state in ("running", "starting") and r.query is not None:
+                if paused:
+                    self._halt(r)
+                    self._set(r, "paused")
+                elif not r.query.isActive:
+                    self._failed(r, now)
+                else:
+                    self._idle_check(r)
+            elif state == "restarting" and now >= r.restart_at and not paused:
+                self._start(r)
+            elif state == "paused" and not paused:
+                self._start(r)
+        self._beat(running=True)
+
+    # --- one region ------------------------------------------------------------------------
+
+    def _start(self, r: Region) -> None:
+        trigger = self.trigger or r.plan.trigger
+        try:
+            r.query, r.fn = dispatch.start_stream(self.ctx, r.plan, trigger=trigger,
+                                                  on_batch=self._on_batch(r))
+        except Exception as exc:  # refused or failed to start: the same budget as a failure
+            r.query, r.fn = None, None
+            self._failed(r, time.monotonic(), exc)
+            return
+        self._set(r, "running")
+
+    def _failed(self, r: Region, now: float, exc: BaseException | None = None) -> None:
+        cause = exc or (r.query.exception() if r.query is not None else None)
+        if cause is None:  # ended by itself (an available-now trigger): done
+            self._set(r, "stopped")
+            return
+        err = query_failed(f"model `{r.plan.model}`", r.plan.path,
+                           getattr(r.fn, "error", None), cause, rebuild=rebuild_command(r.plan),
+                           written=written_paths(self.ctx, r.plan))
+        r.error = err
+        text = "; ".join(d.format() for d in err.diagnostics)
+        r.health.last_error = text
+        delay = r.budget.next_delay(now)
+        r.health.restarts = r.budget.total
+        if self.metrics is not None and delay is not None:
+            self.metrics.restarted(r.plan.model)
+        if delay is None:
+            self._set(r, "failed", error=text)
+        else:
+            r.restart_at = now + delay
+            self._set(r, "restarting", error=text, delay=delay)
+
+    def _set(self, r: Region, state: str, **detail: Any) -> None:
+        r.health.state = state
+        self.on_event(RegionEvent(r.plan.model, state, **detail))
+
+    def _halt(self, r: Region) -> None:
+        if r.query is not None:
+            try:
+                r.query.stop()
+            except Exception:  # a stop that timed out: the batch is replayed, never doubled
+                pass
+
+    def _idle_check(self, r: Region) -> None:
+        if getattr(r.plan, "idle_timeout_us", None) and hasattr(r.fn, "idle_check"):
+            r.fn.idle_check(lambda: settled(r.fn.checkpoint))
+
+    def _on_batch(self, r: Region) -> Callable[[Any], None]:
+        def on_batch(report: Any) -> None:
+            now = time.time()
+            rows_in = report.rows_in if isinstance(report.rows_in, int) else \
+                sum(n for _, n in report.rows_in)
+            with self.lock:
+                r.reports.append(report)
+                h = r.health
+                if report.kind == "batch":
+                    h.last_batch_id, h.last_batch_at = report.batch_id, now
+                    h.last_batch_seconds = report.seconds
+                h.rows_in += rows_in
+                h.rows_out += report.rows_out
+                reasons = dict(getattr(report, "reasons", ())) or {"all": report.quarantined}
+                for reason, n in reasons.items():
+                    h.quarantined[reason] = h.quarantined.get(reason, 0) + n
+                h.dirty = sorted({*h.dirty, *(p for p, _ in getattr(report, "dirty", ()))})
+                h.batches = [b for b in h.batches if now - b[0] < HOUR_S] + \
+                    [[now, rows_in, report.rows_out, report.quarantined]]
+            if self.metrics is not None:
+                self.metrics.batch(r.plan.model, report, rows_in, len(r.health.dirty))
+            self.on_event(report)
+            self._throttle(r, report)
+        return on_batch
+
+    def _throttle(self, r: Region, report: Any) -> None:
+        """`sqlflow ctl rate M SOURCE N`: after a micro-batch that read n rows of SOURCE,
+        wait until n / N seconds have passed since it began (the next one starts later)."""
+        if isinstance(report.rows_in, int):
+            return
+        controls = control.read(self.project_dir)
+        waits = [n / rate - report.seconds for src, n in report.rows_in
+                 if (rate := controls.rate(r.plan.model, src))]
+        if waits and max(waits) > 0:
+            self.stop.wait(max(waits))
+
+    # --- stop --------------------------------------------------------------------------------
+
+    def _stop_all(self) -> None:
+        live = [r for r in self.regions if r.query is not None and r.query.isActive]
+        if live:  # in parallel: the whole stop is bounded by one timeout, not one per model
+            with ThreadPoolExecutor(len(live)) as pool:
+                list(pool.map(self._halt, live))
+        for r in self.regions:
+            if r.health.state in ("running", "starting", "paused", "restarting"):
+                r.health.state = "stopped"
+        self._beat(running=False)
+
+    def _beat(self, *, running: bool) -> None:
+        with self.lock:
+            heartbeat.write(self.project_dir, [r.health for r in self.regions], running=running,
+                            now=time.time())
+        if self.metrics is not None:
+            self.metrics.states(self.regions)
+
+    # --- the result ------------------------------------------------------------------------
+
+    def rows(self) -> list[StreamRow]:
+        seconds = time.monotonic() - self.began
+        return [StreamRow(r.plan.model, "stream", sum(b.kind == "batch" for b in r.reports),
+                          sum(b.rows_out for b in r.reports),
+                          sum(b.quarantined for b in r.reports), seconds,
+                          len({p for b in r.reports for p, _ in getattr(b, "dirty", ())}),
+                          state=r.health.state, restarts=r.health.restarts,
+                          error=r.health.last_error if r.health.state == "failed" else None)
+                for r in self.regions]
