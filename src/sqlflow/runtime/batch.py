@@ -35,7 +35,7 @@ from sqlflow.runtime import quarantine as Q
 from sqlflow.runtime import snapshot
 from sqlflow.runtime.analysis_errors import model_errors
 from sqlflow.runtime.deltalog import latest_version
-from sqlflow.runtime.env_errors import environment_problem
+from sqlflow.runtime.env_errors import environment_problem, written_paths
 from sqlflow.runtime.sinks import WriteResult, quote, write
 
 try:  # a JVM error pyspark does not translate arrives as Py4JJavaError (not with Spark Connect)
@@ -136,7 +136,7 @@ def run_batch(ctx, plan: BatchPlan, *, start: date | None = None, end: date | No
     except SqlflowError:
         raise
     except _SPARK_ERRORS as exc:
-        problem = environment_problem(exc)
+        problem = environment_problem(exc, written_paths(ctx, plan, checkpoint=False))
         if problem is not None:
             raise SqlflowError(f"model `{plan.model}` failed: {problem.message}",
                                location=Location(plan.path), hint=problem.fix) from exc

@@ -30,6 +30,7 @@ from sqlflow.errors import SqlflowError
 from sqlflow.plan import Sink
 from sqlflow.runtime import deltalog, once
 from sqlflow.runtime.deltalog import TableInfo, quote
+from sqlflow.runtime.env_errors import environment_problem
 
 
 @dataclass(frozen=True)
@@ -108,6 +109,10 @@ def write(spark: SparkSession, sink: Sink, rows: DataFrame | None = None, *, sql
             rows = rows.hint("rebalance", *[F.col(f"`{c}`") for c in sink.partition_by])
         _dispatch(sink, rows, info is None, replace_where, batch)
     except AnalysisException as exc:
+        problem = environment_problem(exc)
+        if problem is not None:  # the machine, not the columns: dropping the table would not help
+            raise SqlflowError(f"cannot write `{sink.table}`: {problem.message}",
+                               hint=problem.fix) from exc
         raise SqlflowError(f"cannot write `{sink.table}`: {str(exc).splitlines()[0]}",
                            hint="if the model's columns changed, drop the table "
                                 f"(`DROP TABLE {sink.table}`) and run again") from exc
