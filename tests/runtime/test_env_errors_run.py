@@ -80,8 +80,21 @@ def test_a_full_disk_is_one_line_with_path_and_fix_and_the_rerun_equals_the_batc
     assert f"`file:{tmpfs}" in text or f"`{tmpfs}" in text, text  # the full disk, not another
     assert "free space on that file system" in diag.hint
 
+    # the batch plan on the same full disk: one line too
+    batch_schema = s.batch_plans["copied"].sink.table.rsplit(".", 1)[0]
+    spark.sql(f"DROP DATABASE IF EXISTS {batch_schema} CASCADE")
+    spark.sql(f"CREATE DATABASE {batch_schema} LOCATION '{tmpfs / batch_schema}'")
+    with pytest.raises(SqlflowError) as err:
+        s.truth("copied")
+    (diag,) = err.value.diagnostics
+    assert "no space left on the device holding `" in diag.message, str(err.value)
+    assert str(tmpfs) in diag.message and "Traceback" not in str(err.value)
+    assert "free space on that file system" in diag.hint and "DROP TABLE" not in str(err.value)
+
     os.remove(filler)
     run_stream(s.stream, plan)
     truth, _ = s.truth("copied")
     assert_same(spark, plan.sink.table, truth)
-    shutil.rmtree(tmpfs / schema, ignore_errors=True)
+    for name in (schema, batch_schema):
+        spark.sql(f"DROP DATABASE IF EXISTS {name} CASCADE")
+        shutil.rmtree(tmpfs / name, ignore_errors=True)

@@ -38,7 +38,7 @@ from sqlflow.runtime.delta.deltalog import latest_version
 from sqlflow.runtime.delta.sinks import WriteResult, write
 from sqlflow.runtime.inputs import count_quarantine, range_predicate, read, string_range, write_quarantine
 from sqlflow.runtime.results import DateRange, InputRead, RunResult
-from sqlflow.runtime.env_errors import environment_problem
+from sqlflow.runtime.env_errors import environment_problem, written_paths
 
 try:  # a JVM error pyspark does not translate arrives as Py4JJavaError (not with Spark Connect)
     from py4j.protocol import Py4JJavaError
@@ -83,7 +83,7 @@ def run_batch(ctx: Context, plan: BatchPlan, *, start: date | None = None,
     except SqlflowError:
         raise
     except _SPARK_ERRORS as exc:
-        problem = environment_problem(exc)
+        problem = environment_problem(exc, written_paths(ctx, plan, checkpoint=False))
         if problem is not None:
             raise SqlflowError(f"model `{plan.model}` failed: {problem.message}",
                                location=Location(plan.path), hint=problem.fix) from exc

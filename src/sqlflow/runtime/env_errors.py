@@ -102,10 +102,10 @@ def _as_tuple(markers: str | tuple[str, ...]) -> tuple[str, ...]:
     return (markers,) if isinstance(markers, str) else markers
 
 
-def written_paths(ctx, plan) -> tuple[str, ...]:
-    """Where a stream query of `plan` writes: the location of its sink's schema, its
-    checkpoint, and the warehouse."""
-    from sqlflow.runtime.refresh import checkpoint_dir
+def written_paths(ctx, plan, *, checkpoint: bool = True) -> tuple[str, ...]:
+    """Where a run of `plan` writes: the location of its sink's schema, its checkpoint (a
+    stream query's), and the warehouse."""
+    from sqlflow.runtime.query import checkpoint_dir
 
     out = []
     sink = getattr(getattr(plan, "sink", None), "table", None)
@@ -114,7 +114,8 @@ def written_paths(ctx, plan) -> tuple[str, ...]:
             out.append(ctx.spark.catalog.getDatabase(sink.rsplit(".", 1)[0]).locationUri)
     except Exception:  # not created yet, or no catalog: the other paths
         pass
-    out.append(str(checkpoint_dir(ctx.project_dir, plan)))
+    if checkpoint:
+        out.append(str(checkpoint_dir(ctx.project_dir, plan)))
     try:
         out.append(ctx.spark.conf.get("spark.sql.warehouse.dir"))
     except Exception:  # Spark Connect without the key, or no session

@@ -32,6 +32,7 @@ from sqlflow.runtime.delta import deltalog, once
 from sqlflow.runtime.delta.deltalog import TableInfo, quote
 from sqlflow.runtime import ownership
 from sqlflow.identifiers import quote as quote_ident
+from sqlflow.runtime.env_errors import environment_problem
 
 
 @dataclass(frozen=True)
@@ -120,6 +121,10 @@ def write(spark: SparkSession, sink: Sink, rows: DataFrame | None = None, *, sql
             rows = rows.hint("rebalance", *[F.col(quote_ident(c)) for c in sink.partition_by])
         _dispatch(sink, rows, info is None, replace_where, batch)
     except AnalysisException as exc:
+        problem = environment_problem(exc)
+        if problem is not None:  # the machine, not the columns: dropping the table would not help
+            raise SqlflowError(f"cannot write `{sink.table}`: {problem.message}",
+                               hint=problem.fix) from exc
         raise SqlflowError(f"cannot write `{sink.table}`: {str(exc).splitlines()[0]}",
                            hint="if the model's columns changed, drop the table "
                                 f"(`DROP TABLE {sink.table}`) and run again") from exc
