@@ -113,6 +113,9 @@ def test_first_run_builds_partitioned_delta_table(project, spark):
     assert detail.partitionColumns == ["dt"]
     project.assert_equals_query()
     assert spark.table(project.table).count() == len(ROWS)
+    # the owner sqlflow checks before it replaces a table (docs/semantics.md, "Table ownership")
+    props = {r["key"]: r["value"] for r in spark.sql(f"show tblproperties {project.table}").collect()}
+    assert (props["sqlflow.model"], props["sqlflow.role"]) == (project.table.rsplit(".", 1)[1], "sink")
 
 
 def test_rerun_of_a_range_overwrites_only_its_partitions(project, spark):

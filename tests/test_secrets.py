@@ -91,3 +91,15 @@ def test_deferred_settings_reach_the_running_session(spark, tmp_path, monkeypatc
     set_after_start(spark, target, {"spark.hadoop.fs.sqlflowtest.key": "v1"})
     assert spark.sparkContext._jsc.hadoopConfiguration().get("fs.sqlflowtest.key") == "v1"
     assert spark.conf.get("spark.hadoop.fs.sqlflowtest.key") == "v1"
+
+
+def test_sqlflow_log_records_are_masked(monkeypatch, caplog):
+    import logging
+
+    from sqlflow.secrets import install_log_masking
+
+    monkeypatch.setenv("DBT_ENV_SECRET_S3KEY", SECRET)
+    install_log_masking()
+    with caplog.at_level(logging.INFO, logger="sqlflow.render"):
+        logging.getLogger("sqlflow.render").info("model said %s", SECRET)
+    assert caplog.messages == ["model said *****"]

@@ -51,18 +51,22 @@ def mask_exception(exc: BaseException) -> BaseException:
     return exc
 
 
-class MaskingFilter(logging.Filter):
-    """A logging filter that masks secret values in every record it passes."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        if secret_values():
-            record.msg = mask(record.getMessage())
-            record.args = ()
-        return True
+_installed = False
 
 
-def install_log_masking(logger_name: str = "sqlflow") -> None:
-    """Mask secrets in every record of sqlflow's loggers (idempotent)."""
-    logger = logging.getLogger(logger_name)
-    if not any(isinstance(f, MaskingFilter) for f in logger.filters):
-        logger.addFilter(MaskingFilter())
+def install_log_masking() -> None:
+    """Mask secrets in every log record of sqlflow's loggers (`sqlflow.*`; idempotent). A
+    record factory, since a logger's filters do not apply to its children's records."""
+    global _installed
+    if _installed:
+        return
+    make = logging.getLogRecordFactory()
+
+    def masked(*args, **kwargs) -> logging.LogRecord:
+        record = make(*args, **kwargs)
+        if record.name.split(".")[0] == "sqlflow" and secret_values():
+            record.msg, record.args = mask(record.getMessage()), ()
+        return record
+
+    logging.setLogRecordFactory(masked)
+    _installed = True
