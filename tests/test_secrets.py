@@ -100,6 +100,6 @@ def test_sqlflow_log_records_are_masked(monkeypatch, caplog):
 
     monkeypatch.setenv("DBT_ENV_SECRET_S3KEY", SECRET)
     install_log_masking()
-    with caplog.at_level(logging.INFO, logger="sqlflow.render"):
-        logging.getLogger("sqlflow.render").info("model said %s", SECRET)
+    with caplog.at_level(logging.INFO, logger="sqlflow.rendering.render"):
+        logging.getLogger("sqlflow.rendering.render").info("model said %s", SECRET)
     assert caplog.messages == ["model said *****"]
