@@ -40,7 +40,7 @@ from pyspark.sql import functions as F
 
 from sqlflow.errors import SqlflowError
 from sqlflow.plan import RoutedPlan
-from sqlflow.runtime import commitlog, deltalog
+from sqlflow.runtime import commitlog, deltalog, partition_path
 from sqlflow.runtime.commitlog import Entry
 from sqlflow.runtime.sinks import BatchId
 
@@ -158,11 +158,11 @@ _LOCATIONS: dict[str, str] = {}
 
 
 def write_marker(spark: SparkSession, table: str, spec: str) -> None:
-    """An empty `_SUCCESS` file in the partition's directory (created when it has no files)."""
+    """An empty `_SUCCESS` file in the partition's directory (created when it has no files);
+    `spec` is an escaped partition path, so the file is always inside the table's folder."""
     if table not in _LOCATIONS:
         _LOCATIONS[table] = deltalog.describe(spark, table).location
-    location = _LOCATIONS[table].rstrip("/")
     jvm = spark.sparkContext._jvm
-    path = jvm.org.apache.hadoop.fs.Path(f"{location}/{spec}/_SUCCESS")
+    path = jvm.org.apache.hadoop.fs.Path(f"{partition_path.directory(_LOCATIONS[table], spec)}/_SUCCESS")
     fs = path.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())
     fs.create(path, True).close()

@@ -45,6 +45,7 @@ from sqlflow.errors import Location, SqlflowError
 from sqlflow.plan import RoutedPlan, RouteTarget, Sink
 from sqlflow.runtime import commitlog, offsets, once
 from sqlflow.runtime import filebudget as FB
+from sqlflow.runtime import partition_quarantine as PQ
 from sqlflow.runtime import partition_commit as PC
 from sqlflow.runtime import quarantine as Q
 from sqlflow.runtime.analysis_errors import model_errors
@@ -160,6 +161,7 @@ class _Targets:
     """Per-target size models (learned once from Delta, then from each commit) and writes."""
 
     def __init__(self, spark: SparkSession, plan: RoutedPlan):
+        self.plan = plan
         skip = (plan.commit.date_column, plan.commit.hour_column)
         self.sizes = {}
         for t in plan.targets:
@@ -168,9 +170,18 @@ class _Targets:
             FB.learn_from_log(spark, t.sink.table, t.sink.partition_by, self.sizes[t.model])
 
     def write(self, spark: SparkSession, t: RouteTarget, rows: DataFrame, *, sink: Sink | None = None,
-              batch: BatchId | None = None, replace_where: str | None = None) -> tuple[WriteResult, TargetWrite, dict]:
+              batch: BatchId | None = None, replace_where: str | None = None,
+              poisoned: Callable[[DataFrame], None] | None = None) -> tuple[WriteResult, TargetWrite, dict]:
+        """Write target `t`'s `rows`; rows whose partition values cannot be directories
+        (`partition_quarantine`) are left out and, when there are any, passed to `poisoned`
+        (as checked rows) before the write. One aggregation counts both."""
         sink = sink or t.sink
-        counts = FB.count_rows(rows, sink.partition_by)
+        checked = PQ.check(self.plan, t, rows)
+        got = checked.groupBy(FB.partition_key(sink.partition_by).alias("k"), PQ.REASON).count().collect()
+        counts = {r["k"]: r["count"] for r in got if r[PQ.REASON] is None}
+        rows = checked.where(F.col(PQ.REASON).isNull()).drop(PQ.REASON)
+        if poisoned is not None and any(r[PQ.REASON] is not None for r in got):
+            poisoned(checked)
         plan = FB.budgets(counts, self.sizes[t.model], t.target_file_size, t.max_files)
         shaped = FB.shape(rows, sink.partition_by, plan)
         result = write(spark, sink, shaped, batch=batch, replace_where=replace_where,
@@ -241,10 +252,15 @@ class RouteBatch(BatchFunction):
             if quarantined:
                 write(spark, Sink(plan.quarantine, "append_once", Q.PARTITION_BY), split.quarantine,
                       batch=self._id(f"{app}__quarantine", batch_id))
-            writes, hours, reached = [], set(), []
+            writes, hours, reached, poisoned = [], set(), [], []
             for k, t in enumerate(plan.targets):
                 target_batch = self._id(f"{app}::{t.model}", batch_id)
-                _, tw, counts = self._targets.write(spark, t, target_rows(spark, plan, t), batch=target_batch)
+                _, tw, counts = self._targets.write(
+                    spark, t, target_rows(spark, plan, t), batch=target_batch,
+                    poisoned=lambda checked, t=t: poisoned.append(write(
+                        spark, Sink(plan.quarantine, "append_once", Q.PARTITION_BY),
+                        PQ.quarantine_rows(plan, t, checked, origin=f"batch {batch_id}"),
+                        batch=self._id(f"{app}__quarantine::{t.model}", batch_id))))
                 commitlog.append(spark, [
                     commitlog.Entry(t.sink.table, spec, "write", "stream", t.model, run_id=app,
                                     batch_id=batch_id, rows=n) for spec, n in sorted(counts.items())],
@@ -273,6 +289,7 @@ class RouteBatch(BatchFunction):
                 view.unpersist()
             df.unpersist()
             spark.catalog.dropTempView(b.view)
+        quarantined += sum(w.rows for w in poisoned)
         report = RouteReport(plan.model, batch_id, rows_in, quarantined, tuple(writes),
                              tuple(todo), tuple(fired), time.monotonic() - began, dirty=dirty)
         self._report(report)
@@ -437,11 +454,10 @@ def run_routed_batch(ctx, plan: RoutedPlan, *, start: date | None = None, end: d
     run_id = f"batch-{uuid.uuid4().hex[:12]}"
     results, writes, hours = [], [], set()
     try:
-        split = Q.split(rows, b, model=plan.model, origin=f"{b.relation}@v{version}")
+        origin = f"{b.relation}@v{version}"
+        split = Q.split(rows, b, model=plan.model, origin=origin)
         view = input_view(plan, split.clean)
-        q_result = _write_quarantine(spark, plan, [split.quarantine], dates)
-        counts_q = _count_quarantine(spark, plan.quarantine, dates)
-        targets = _Targets(spark, plan)
+        targets, quarantine, done = _Targets(spark, plan), [split.quarantine], []
         for t in plan.targets:
             out = target_rows(spark, plan, t)
             where = None
@@ -450,14 +466,20 @@ def run_routed_batch(ctx, plan: RoutedPlan, *, start: date | None = None, end: d
                 out = out.where(F.expr(where))
             if inspect:
                 inspect(t.model, out)
-            result, tw, _ = targets.write(spark, t, out, replace_where=where)
+            result, tw, _ = targets.write(spark, t, out, replace_where=where, poisoned=lambda checked, t=t:
+                                          quarantine.append(PQ.quarantine_rows(plan, t, checked, origin=origin)))
             commitlog.append(spark, commitlog.write_entries(result, mode="batch", model=t.model,
                                                             run_id=run_id,
                                                             inputs={b.relation: version}))
             hours |= _hours(plan, t, [p.spec for p in result.partitions])
             writes.append(tw)
-            results.append(RunResult(t.model, dates, (InputRead(b.relation, version, b.view),),
-                                     result, q_result, counts_q, time.monotonic() - began))
+            done.append((t, result, time.monotonic() - began))
+        # after the targets: their rows whose partition values cannot be directories join the
+        # input's quarantine rows, in the one write that replaces the group's quarantine
+        q_result = _write_quarantine(spark, plan, quarantine, dates)
+        counts_q = _count_quarantine(spark, plan.quarantine, dates)
+        results = [RunResult(t.model, dates, (InputRead(b.relation, version, b.view),), result, q_result,
+                             counts_q, seconds) for t, result, seconds in done]
     finally:
         if view is not None:
             view.unpersist()

@@ -28,7 +28,7 @@ from pyspark.sql import functions as F
 
 from sqlflow.errors import SqlflowError
 from sqlflow.plan import Sink
-from sqlflow.runtime import deltalog, once
+from sqlflow.runtime import deltalog, once, partition_path
 from sqlflow.runtime.deltalog import TableInfo, quote
 
 
@@ -44,9 +44,10 @@ class PartitionWrite:
 
     @property
     def spec(self) -> str:
-        """`dt=2026-11-01/hour=00`, the Hive-style path of the partition; a NULL value is empty
-        (`dt=`), as in `commitlog.partition_spec` and `filebudget.partition_key`."""
-        return "/".join(f"{k}={'' if v is None else v}" for k, v in self.values)
+        """`dt=2026-11-01/hour=00`, the Hive-style path of the partition, escaped as Spark
+        names its directory (NULL: `__HIVE_DEFAULT_PARTITION__`), as in
+        `commitlog.partition_spec` and `filebudget.partition_key` (`partition_path`)."""
+        return partition_path.spec(self.values)
 
 
 @dataclass(frozen=True)
