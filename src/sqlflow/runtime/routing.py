@@ -42,8 +42,8 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from sqlflow.errors import Location, SqlflowError
-from sqlflow.plan import RoutedPlan, RouteTarget, Sink
-from sqlflow.runtime import commitlog, offsets, once
+from sqlflow.plan import COMMIT_LOG, RoutedPlan, RouteTarget, Sink
+from sqlflow.runtime import commitlog, offsets, once, sink_truth
 from sqlflow.runtime import filebudget as FB
 from sqlflow.runtime import partition_quarantine as PQ
 from sqlflow.runtime import partition_commit as PC
@@ -395,6 +395,11 @@ def start(ctx, plan: RoutedPlan, *, trigger: str = AVAILABLE_NOW,
                          "(drops every target), or restore the checkpoint")
         spark.sql(f"DROP TABLE IF EXISTS {progress_table(plan)}")
         shutil.rmtree(checkpoint / once.FOLDER, ignore_errors=True)  # an old query's journal
+    else:  # the tables, not the journal, say which batches are written (docs/semantics.md)
+        sink_truth.reconcile(spark, checkpoint, [*(t.sink.table for t in plan.targets), plan.quarantine,
+                                                 progress_table(plan), COMMIT_LOG],
+                             (f"{plan.model}@{_query_id(checkpoint)}",), what=f"routed group `{plan.model}`",
+                             path=plan.path, rebuild=rebuild_command(plan))
     b = plan.sources[0]
     reader = spark.readStream.format("delta")
     if b.max_files_per_trigger:

@@ -61,8 +61,8 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import TimestampType
 
 from sqlflow.errors import Location, SqlflowError
-from sqlflow.plan import Sink, SourceBinding, StreamPlan
-from sqlflow.runtime import commitlog, offsets, once, state
+from sqlflow.plan import COMMIT_LOG, Sink, SourceBinding, StreamPlan
+from sqlflow.runtime import commitlog, offsets, once, sink_truth, state
 from sqlflow.runtime import quarantine as Q
 from sqlflow.runtime.analysis_errors import model_errors
 from sqlflow.runtime.batchfn import BatchFunction, query_failed
@@ -139,6 +139,10 @@ def start(ctx, plan: StreamPlan, *, trigger: str = AVAILABLE_NOW,
         state.refuse_rewrite(spark, plan, checkpoint)
         spark.sql(f"DROP TABLE IF EXISTS {beats}")  # a new query: old heartbeats are stale
         shutil.rmtree(checkpoint / once.FOLDER, ignore_errors=True)  # and so is its journal
+    else:  # the tables, not the journal, say which batches are written (docs/semantics.md)
+        sink_truth.reconcile(spark, checkpoint, [plan.sink.table, plan.quarantine, COMMIT_LOG],
+                             (f"{plan.model}@{_query_id(checkpoint)}",), what=f"model `{plan.model}`",
+                             path=plan.path, rebuild=rebuild_command(plan))
     if not spark.catalog.tableExists(beats):
         write(spark, Sink(beats, "append_once"), spark.createDataFrame([], HEARTBEAT_SCHEMA),
               batch=BatchId(beats, 0))

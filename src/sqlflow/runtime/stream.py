@@ -32,8 +32,8 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from sqlflow.errors import Location, SqlflowError
-from sqlflow.plan import RoutedPlan, StreamPlan
-from sqlflow.runtime import older, once, padding, state
+from sqlflow.plan import COMMIT_LOG, RoutedPlan, StreamPlan
+from sqlflow.runtime import older, once, padding, sink_truth, state
 from sqlflow.runtime.batchfn import query_failed
 from sqlflow.runtime.microbatch import SIDE, BatchReport, MicroBatch, side_column
 from sqlflow.runtime.refresh import checkpoint_dir, rebuild_command
@@ -113,6 +113,11 @@ def start(ctx, plan: StreamPlan, *, trigger: str = AVAILABLE_NOW,
         fresh = True
     else:
         fresh = False
+        # the tables, not the journal, say which batches are written (docs/semantics.md)
+        sink_truth.reconcile(spark, checkpoint, [plan.sink.table, plan.quarantine, COMMIT_LOG,
+                                                 *tables.values()],
+                             (f"{plan.model}@{_query_id(checkpoint)}", *tables.values()),
+                             what=f"model `{plan.model}`", path=plan.path, rebuild=rebuild_command(plan))
     frames = []
     for k, b in enumerate(sides):
         reader = spark.readStream.format("delta")
