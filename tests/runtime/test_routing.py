@@ -471,3 +471,27 @@ def test_poisoned_partition_values_are_data_in_both_modes_and_nothing_leaves_the
         F.col("table") == [t for t in plan.targets if t.model == "r_live"][0].sink.table).collect()}
     assert "dt=2026-11-01/hour=10/event_type=a%2Fb%3Dc%25d/product=..%2F..%2F..%2F..%2Ftmp%2Fx" in logged
     assert dict(hook.posts) == {"dt=2026-11-01/hour=10": 1}
+
+
+def test_a_crash_between_targets_with_the_journal_lost_writes_no_target_twice(spark, setup, hook):
+    """docs/semantics.md "Exactly once, when the checkpoint is damaged": the restart rebuilds
+    the lost `sqlflow_once/` journal from the markers in the targets, so the targets written
+    before the crash skip the replayed batch."""
+    s, plan = setup, setup.stream_plan
+    rows = random_events(5)
+    append(spark, f"{s.ods}.events", rows[:20])
+    run_routed_stream(s.stream, plan, end_of_input=False)
+    append(spark, f"{s.ods}.events", rows[20:])
+
+    def die(k, batch_id):
+        if k == 1:
+            raise RuntimeError("killed between target 1 and 2")
+
+    with pytest.raises(SqlflowError, match="killed between target 1 and 2"):
+        run_routed_stream(s.stream, plan, end_of_input=False, between_targets=die)
+    checkpoint = s.stream.project_dir / (plan.checkpoint or f".sqlflow/checkpoints/route__{plan.model}")
+    import shutil
+    shutil.rmtree(checkpoint / once.FOLDER)
+    reports = run_routed_stream(s.stream, plan, end_of_input=False)
+    assert [[t.skipped for t in r.targets] for r in reports] == [[True, True, False]]
+    assert_group_equals_the_batch_plan(spark, s)
