@@ -427,3 +427,71 @@ def test_verify_passes_on_the_routed_group_quietly_and_leaves_nothing_behind(spa
     assert not hook.posts  # the group's real notification never fired
     assert commitlog.read(spark).count() == log_rows  # no scratch rows left in the log
     assert not [d for d in spark.catalog.listDatabases() if d.name.startswith("sqlflow_verify_")]
+
+
+def test_poisoned_partition_values_are_data_in_both_modes_and_nothing_leaves_the_warehouse(
+        spark, setup, hook, tmp_path):
+    """docs/semantics.md "Partition values": tags that look like paths are written escaped as
+    Spark escapes them (one level each, inside the table's folder), in stream and batch alike;
+    values no directory can hold go to the group's quarantine with a reason; the stream query
+    survives them, and the batch plan neither crashes nor differs, row for row."""
+    s, plan = setup, setup.stream_plan
+    outside = tmp_path / "escaped"
+    climb = "../" * 12 + str(outside).lstrip("/")
+    at = lambda h, m: DAY + timedelta(hours=h, minutes=m)  # noqa: E731
+    rows = [event(1, "live", at(10, 5), at(10, 6), "a/b=c%d", "../../../../tmp/x"),
+            event(2, "main", at(10, 7), at(10, 8), "pv", climb),
+            event(3, "live", at(10, 9), at(10, 9), "it's", "x" * 300),  # a name over 255 bytes
+            event(4, "music", at(10, 10), at(10, 11), "a\x00b", "app"),  # NUL: no directory
+            event(5, "live", at(10, 12), at(10, 13), "__HIVE_DEFAULT_PARTITION__", "%2F"),
+            event(6, "main", at(10, 30), at(11, 20)), event(7, "music", at(10, 40), at(10, 41)),
+            event(8, "live", at(10, 42), at(10, 43), "pv", "%2F")]
+    append(spark, f"{s.ods}.events", rows[:3])
+    run_routed_stream(s.stream, plan, end_of_input=False)
+    append(spark, f"{s.ods}.events", rows[3:])
+    reports = run_routed_stream(s.stream, plan)
+    assert [r.kind for r in reports] == ["batch", "flush"]
+    assert_group_equals_the_batch_plan(spark, s)
+    q = {(r["raw"] and json.loads(r["raw"])["event_id"], r["reason"], r["model"])
+         for r in spark.table(plan.quarantine).where("reason LIKE '%partition'").collect()}
+    assert q == {("e3", "bad_partition", "r_live"), ("e4", "bad_partition", "r_music"),
+                 ("e5", "bad_partition", "r_live")}
+    live = {r["event_id"]: (r["event_type"], r["product"]) for r in spark.table(
+        [t for t in plan.targets if t.model == "r_live"][0].sink.table).collect()}
+    assert live == {"e1": ("a/b=c%d", "../../../../tmp/x"), "e8": ("pv", "%2F")}
+    assert not outside.exists()
+    for t in plan.targets:  # every file is one level per partition column below the table
+        root = Path(deltalog.describe(spark, t.sink.table).location.removeprefix("file:"))
+        for path in root.rglob("*"):
+            rel = path.relative_to(root).parts
+            if path.is_file() and rel[0] != "_delta_log" and not path.name.startswith(("_", ".")):
+                assert len(rel) == 5 and [p.split("=")[0] for p in rel[:4]] == list(t.sink.partition_by)
+        assert (root / "dt=2026-11-01" / "hour=10" / "_SUCCESS").is_file()
+    logged = {r["partition"] for r in commitlog.read(spark).where(
+        F.col("table") == [t for t in plan.targets if t.model == "r_live"][0].sink.table).collect()}
+    assert "dt=2026-11-01/hour=10/event_type=a%2Fb%3Dc%25d/product=..%2F..%2F..%2F..%2Ftmp%2Fx" in logged
+    assert dict(hook.posts) == {"dt=2026-11-01/hour=10": 1}
+
+
+def test_a_crash_between_targets_with_the_journal_lost_writes_no_target_twice(spark, setup, hook):
+    """docs/semantics.md "Exactly once, when the checkpoint is damaged": the restart rebuilds
+    the lost `sqlflow_once/` journal from the markers in the targets, so the targets written
+    before the crash skip the replayed batch."""
+    s, plan = setup, setup.stream_plan
+    rows = random_events(5)
+    append(spark, f"{s.ods}.events", rows[:20])
+    run_routed_stream(s.stream, plan, end_of_input=False)
+    append(spark, f"{s.ods}.events", rows[20:])
+
+    def die(k, batch_id):
+        if k == 1:
+            raise RuntimeError("killed between target 1 and 2")
+
+    with pytest.raises(SqlflowError, match="killed between target 1 and 2"):
+        run_routed_stream(s.stream, plan, end_of_input=False, between_targets=die)
+    checkpoint = s.stream.project_dir / (plan.checkpoint or f".sqlflow/checkpoints/route__{plan.model}")
+    import shutil
+    shutil.rmtree(checkpoint / once.FOLDER)
+    reports = run_routed_stream(s.stream, plan, end_of_input=False)
+    assert [[t.skipped for t in r.targets] for r in reports] == [[True, True, False]]
+    assert_group_equals_the_batch_plan(spark, s)

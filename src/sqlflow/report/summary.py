@@ -17,7 +17,8 @@ from sqlflow.runtime.results import DateRange, RunResult, StreamRow
 from sqlflow.runtime.quarantine import REASONS
 
 _REASON_LABELS = {"late": "late", "future": "future", "null_event_time": "null time",
-                  "malformed": "malformed", "dim_missing": "dim missing"}
+                  "malformed": "malformed", "dim_missing": "dim missing",
+                  "null_partition": "null partition", "bad_partition": "bad partition"}
 
 
 def progress_line(result: RunResult) -> str:

@@ -17,6 +17,7 @@ from pyspark.sql import DataFrame
 
 from sqlflow.errors import Location, SqlflowError
 from sqlflow.runtime.env_errors import environment_problem
+from sqlflow.runtime.repeats import repeats
 
 
 class BatchFunction:
@@ -46,7 +47,8 @@ def query_failed(what: str, path: str, error: BaseException | None, exc: BaseExc
     `rebuild`: the command that rebuilds the query's tables, the fix when an input table was
     created again (running again would fail the same way). A failure of the machine (disk
     full, permission denied...: `env_errors`) names it, its path and the fix; `written`: the
-    paths the query writes, named when Spark's text has none."""
+    paths the query writes, named when Spark's text has none. A failure that repeats on every
+    run (`repeats`) says what to fix; only one that may pass says "run again"."""
     cause = error or exc
     if isinstance(cause, SqlflowError):
         return cause
@@ -65,6 +67,10 @@ def query_failed(what: str, path: str, error: BaseException | None, exc: BaseExc
             hint=f"rebuild this model from the new input with `{rebuild}`; to refresh a model "
                  "and the stream models reading it together, select it with its descendants "
                  "(`--select name+`)")
+    again = repeats(cause) or (repeats(exc) if exc is not cause else None)
+    if again is not None:  # the replay fails the same way: say what to fix, not "run again"
+        return SqlflowError(f"{what}: stream query failed: {first}", location=Location(path),
+                            hint=again.hint(rebuild))
     return SqlflowError(f"{what}: stream query failed: {first}", location=Location(path),
                         hint="run again to resume from the checkpoint; --debug shows Spark's error")
 

@@ -11,6 +11,8 @@ micro-batch split of a stream put exactly the same rows in quarantine:
 | `late`            | `event_time < ingest_time - allowed_lateness` (microseconds, exact)   |
 | `future`          | `event_time > ingest_time + future_tolerance` (microseconds, exact)   |
 | `dim_missing`     | an inner dimension join found no ready partition in range (docs/design.md §2.3; written by `sqlflow.runtime.snapshot`, `input` = the dimension) |
+| `null_partition`  | a routed target's row has NULL where a partition level needs a value (its commit date or hour; `sqlflow.runtime.routed.partition_quarantine`, `model` = the target) |
+| `bad_partition`   | a routed target's row has a partition value no directory can hold: a NUL character, a `column=value` name over 255 bytes once escaped, or the literal `__HIVE_DEFAULT_PARTITION__` (read back as NULL) |
 
 A row with a NULL ingest time is neither late nor future: nothing says when it arrived.
 
@@ -33,7 +35,8 @@ from pyspark.sql.types import DateType, TimestampNTZType, TimestampType
 from sqlflow.errors import SqlflowError
 from sqlflow.planning.plan import SourceBinding
 
-REASONS = ("late", "future", "null_event_time", "malformed", "dim_missing")
+REASONS = ("late", "future", "null_event_time", "malformed", "dim_missing", "null_partition",
+           "bad_partition")
 COLUMNS = ("model", "input", "reason", "event_time", "ingest_time", "raw", "origin", "dt")
 PARTITION_BY = ("dt",)
 # Spark's JSON default keeps milliseconds; the raw payload must keep every microsecond.

@@ -100,7 +100,7 @@ def sync_markers(spark: SparkSession, relation: str, column: str, marker: str) -
         return []
     known = {C.parse_partition(p).get(column) for p in C.ready_partitions(spark, relation)}
     new = [v for v in marked if v not in known]
-    C.append(spark, [C.Entry(relation, f"{column}={v}", "commit", "marker",
+    C.append(spark, [C.Entry(relation, C.partition_spec({column: v}), "commit", "marker",
                              reason=f"{marker} marker") for v in new])
     return new
 
@@ -115,8 +115,7 @@ def marker_partitions(spark: SparkSession, relation: str, column: str, marker: s
     pattern = f"{partition_dir(table_location(spark, relation), column, '*')}/{marker}"
     path = jvm.org.apache.hadoop.fs.Path(pattern)
     found = path.getFileSystem(spark._jsc.hadoopConfiguration()).globStatus(path) or []
-    prefix = f"{column}="
-    return sorted(s.getPath().getParent().getName()[len(prefix):] for s in found)
+    return sorted(C.parse_partition(s.getPath().getParent().getName())[column] or "" for s in found)
 
 
 # --- dim_missing quarantine rows ------------------------------------------------------------------
@@ -213,7 +212,7 @@ def _dim_uses(spark: SparkSession, plan: BatchPlan | StreamPlan, result: WriteRe
         lineage = [d.lineage for d in dim.dims]
         grouped = rows.groupBy(*cols, *lineage).count().collect()
         for g in grouped:
-            spec = "/".join(f"{c}={g[c]}" for c in cols)
+            spec = C.partition_spec({c: g[c] for c in cols})
             for d in dim.dims:
                 got = counts[(spec, d.relation)]
                 p = None if g[d.lineage] is None else str(g[d.lineage])
@@ -221,7 +220,7 @@ def _dim_uses(spark: SparkSession, plan: BatchPlan | StreamPlan, result: WriteRe
     missed: dict[tuple[str, str], int] = defaultdict(int)
     if missing is not None and cols:
         for g in missing.groupBy("dt", "input").count().collect():
-            missed[(f"{cols[0]}={g['dt']}", g["input"])] += g["count"]
+            missed[(C.partition_spec({cols[0]: g["dt"]}), g["input"])] += g["count"]
     # a day's dim_missing count goes to its first output partition (or one of its own)
     keys = set(counts) | {(s, rel) for (s, rel) in missed if not any(
         k[0].split("/")[0] == s and k[1] == rel for k in counts)}

@@ -11,7 +11,8 @@ One row per event on one output partition of one table:
 | `refresh`| `--full-refresh` dropped the table: its earlier rows stay as history, no longer count |
 
 A partition is written as Hive-style `dt=2026-11-01/hour=3` (its columns in the table's
-partition order; `""` for an unpartitioned table). `inputs` and `dim_partitions` are JSON
+partition order, escaped as Spark names the directory: `sqlflow.runtime.delta.partition_path`; `""`
+for an unpartitioned table). `inputs` and `dim_partitions` are JSON
 objects (input relation -> Delta version or stream offsets; dimension relation -> the
 partitions used with row counts). Readers: dimension readiness (`ready_partitions`),
 `sqlflow status` and `sqlflow repair` (`open_partitions`), downstream schedulers.
@@ -36,6 +37,7 @@ from pyspark.sql.types import (BooleanType, LongType, StringType, StructField, S
 from sqlflow.planning.plan import COMMIT_LOG
 from sqlflow.runtime.delta import deltalog, once
 from sqlflow.runtime.delta.sinks import BatchId, WriteResult
+from sqlflow.runtime.delta import partition_path
 
 
 Kind = Literal["write", "commit", "dirty", "repair", "refresh"]
@@ -102,21 +104,15 @@ class PartitionState:
 
 
 def partition_spec(values: Mapping[str, Any]) -> str:
-    """`{"dt": date(2026, 11, 1), "hour": 3}` -> `dt=2026-11-01/hour=3` (the given order)."""
-    return "/".join(f"{k}={'' if v is None else v}" for k, v in values.items())
+    """`{"dt": date(2026, 11, 1), "hour": 3}` -> `dt=2026-11-01/hour=3` (the given order),
+    each level escaped as Spark names its directory (`partition_path`)."""
+    return partition_path.spec(values)
 
 
-def parse_partition(spec: str) -> dict[str, str]:
-    """`dt=2026-11-01/hour=3` -> `{"dt": "2026-11-01", "hour": "3"}`; `""` -> `{}`."""
-    if not spec:
-        return {}
-    out = {}
-    for part in spec.split("/"):
-        key, sep, value = part.partition("=")
-        if not sep or not key:
-            raise ValueError(f"`{spec}` is not a partition like dt=2026-11-01/hour=3")
-        out[key.strip()] = value.strip()
-    return out
+def parse_partition(spec: str) -> dict[str, str | None]:
+    """`dt=2026-11-01/hour=3` -> `{"dt": "2026-11-01", "hour": "3"}`; `""` -> `{}`; values
+    unescaped, the default (NULL) partition None (`partition_path.parse`)."""
+    return partition_path.parse(spec)
 
 
 def write_entries(result: WriteResult, *, mode: WriteMode, model: str | None = None,

@@ -11,11 +11,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from pyspark.sql import SparkSession
+from sqlglot import exp
 
 from sqlflow.errors import SqlflowError
 from sqlflow.runtime.delta import commitlog
 from sqlflow.runtime.delta.sinks import quote
-from sqlflow.identifiers import quote as quote_ident
 
 CHUNK = 200  # partitions per OPTIMIZE statement: keeps the predicate small
 
@@ -29,13 +29,18 @@ class CompactResult:
 
 
 def committed_predicate(specs: list[str]) -> str:
-    """`(`dt` = '2026-11-01' AND `hour` = '10') OR ...` for commit-log partition specs."""
+    """`(`dt` = '2026-11-01' AND `hour` = '10') OR ...` for commit-log partition specs: the
+    values unescaped (a spec is a path, the predicate compares data) and built as a sqlglot
+    tree, so a value holding a quote is a literal, never SQL; the default partition is NULL."""
     terms = []
     for spec in specs:
-        values = commitlog.parse_partition(spec)
-        terms.append("(" + " AND ".join(f"{quote_ident(k)} = '{_literal(v)}'"
-                                        for k, v in values.items()) + ")")
-    return " OR ".join(terms)
+        levels = []
+        for k, v in commitlog.parse_partition(spec).items():
+            column = exp.column(k, quoted=True)
+            levels.append(exp.Is(this=column, expression=exp.Null()) if v is None
+                          else exp.EQ(this=column, expression=exp.Literal.string(v)))
+        terms.append(exp.Paren(this=exp.and_(*levels)))
+    return exp.or_(*terms).sql(dialect="spark") if terms else ""
 
 
 def _literal(value: object) -> str:

@@ -43,8 +43,13 @@ def _fs(spark, path: str):
 
 
 def partition_dir(location: str, column: str, value: str) -> str:
-    """The directory of one partition: `<location>/<column>=<value>` (Hive layout)."""
-    return f"{location.rstrip('/')}/{column}={value}"
+    """The directory of one partition: `<location>/<column>=<value>` (Hive layout, the value
+    escaped as Spark names the directory; `*` stays a glob)."""
+    from sqlflow.runtime.delta import partition_path
+
+    if value == "*":
+        return f"{location.rstrip('/')}/{partition_path.escape(column)}=*"
+    return partition_path.directory(location, partition_path.spec({column: value}))
 
 
 def mark_ready(spark, location: str, column: str, value: str) -> str:
@@ -69,5 +74,7 @@ def ready_partitions(spark, location: str, column: str) -> list[str]:
     """The values of `column` whose partition directory (of the table at `location`) is marked ready."""
     pattern = f"{partition_dir(location, column, '*')}/{READY_MARKER}"
     fs, hpath = _fs(spark, pattern)
-    prefix = f"{column}="
-    return sorted(s.getPath().getParent().getName()[len(prefix):] for s in fs.globStatus(hpath) or [])
+    from sqlflow.runtime.delta import partition_path
+
+    return sorted(partition_path.parse(s.getPath().getParent().getName())[column] or ""
+                  for s in fs.globStatus(hpath) or [])

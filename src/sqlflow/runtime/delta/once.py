@@ -69,6 +69,15 @@ class Journal:
         _write(path, str(next_batch))
         return Journal(folder, next_batch)
 
+    def lowered(self, start: int) -> "Journal":
+        """The journal deciding from `start` if that is earlier than it does now: a journal
+        re-created after a loss must decide the batches the tables show it wrote
+        (`sink_truth.reconcile`)."""
+        if start >= self.start:
+            return self
+        _write(self.folder / _START, str(start))
+        return Journal(self.folder, start)
+
     def decides(self, step: int) -> bool:
         """Whether the journal decides writes of batch `step` (else Delta's `txn` does)."""
         return step >= self.start

@@ -33,6 +33,7 @@ from sqlflow.runtime.delta.deltalog import TableInfo, quote
 from sqlflow.runtime import ownership
 from sqlflow.identifiers import quote as quote_ident
 from sqlflow.runtime.env_errors import environment_problem
+from sqlflow.runtime.delta import partition_path
 
 
 @dataclass(frozen=True)
@@ -47,9 +48,10 @@ class PartitionWrite:
 
     @property
     def spec(self) -> str:
-        """`dt=2026-11-01/hour=00`, the Hive-style path of the partition; a NULL value is empty
-        (`dt=`), as in `commitlog.partition_spec` and `filebudget.partition_key`."""
-        return "/".join(f"{k}={'' if v is None else v}" for k, v in self.values)
+        """`dt=2026-11-01/hour=00`, the Hive-style path of the partition, escaped as Spark
+        names its directory (NULL: `__HIVE_DEFAULT_PARTITION__`), as in
+        `commitlog.partition_spec` and `filebudget.partition_key` (`partition_path`)."""
+        return partition_path.spec(self.values)
 
 
 @dataclass(frozen=True)

@@ -31,15 +31,16 @@ from pyspark.sql import functions as F
 
 from sqlflow.engine.context import Context
 from sqlflow.errors import Location, SqlflowError
-from sqlflow.planning.plan import StreamPlan
+from sqlflow.planning.plan import COMMIT_LOG, StreamPlan
+from sqlflow.runtime.delta import sink_truth
 from sqlflow.identifiers import quote as quote_ident
 from sqlflow.runtime.batchfn import query_failed
 from sqlflow.runtime.env_errors import written_paths
 from sqlflow.runtime.delta import once
 from sqlflow.runtime.incremental import older, padding, state
 from sqlflow.runtime.incremental.microbatch import SIDE, BatchReport, MicroBatch, side_column
-from sqlflow.runtime.query import (AVAILABLE_NOW, app_id, checkpoint_dir, is_new, rebuild_command,
-                                   refuse_new_checkpoint, start_query, wait)
+from sqlflow.runtime.query import (AVAILABLE_NOW, app_id, checkpoint_dir, is_new, query_id,
+                                   rebuild_command, refuse_new_checkpoint, start_query, wait)
 from sqlflow.runtime.results import StreamResult
 
 
@@ -76,6 +77,11 @@ def start(ctx: Context, plan: StreamPlan, *, trigger: str = AVAILABLE_NOW,
             state.drop(spark, table)
         for folder in (older.FOLDER, once.FOLDER):
             shutil.rmtree(checkpoint / folder, ignore_errors=True)
+    else:  # the tables, not the journal, say which batches are written (docs/semantics.md)
+        sink_truth.reconcile(spark, checkpoint, [plan.sink.table, plan.quarantine, COMMIT_LOG,
+                                                 *tables.values()],
+                             (f"{plan.model}@{query_id(checkpoint)}", *tables.values()),
+                             what=f"model `{plan.model}`", path=plan.path, rebuild=rebuild_command(plan))
     frames = []
     for k, b in enumerate(sides):
         reader = spark.readStream.format("delta")

@@ -23,6 +23,7 @@ from pyspark.sql import functions as F
 
 from sqlflow.runtime.delta import deltalog
 from sqlflow.identifiers import quote as quote_ident
+from sqlflow.runtime.delta import partition_path
 
 SALT = "__sqlflow_salt"
 RECENT_COMMITS = 20
@@ -30,9 +31,7 @@ RECENT_COMMITS = 20
 
 def partition_key(columns: tuple[str, ...]) -> Column:
     """`dt=2026-11-01/hour=10/...` of a row, the format of `PartitionWrite.spec`."""
-    parts = [F.concat(F.lit(f"{c}="), F.coalesce(F.col(quote_ident(c)).cast("string"), F.lit("")))
-             for c in columns]
-    return F.concat_ws("/", *parts)
+    return partition_path.key(columns)
 
 
 def sub_key(spec: str, skip: tuple[str, ...]) -> str:
@@ -135,6 +134,6 @@ def learn_from_log(spark: SparkSession, table: str, partition_by: tuple[str, ...
 def _learn_add(add: dict, partition_by: tuple[str, ...], sizes: SizeModel) -> None:
     """Learn from one `add` action of the log (a write learns from its own `WriteResult`)."""
     values = add.get("partitionValues") or {}
-    spec = "/".join(f"{c}={values.get(c) if values.get(c) is not None else ''}" for c in partition_by)
+    spec = partition_path.spec([(c, values.get(c)) for c in partition_by])
     stats = json.loads(add["stats"]) if add.get("stats") else {}
     sizes.learn(spec, int(add.get("size") or 0), stats.get("numRecords"))

@@ -43,6 +43,7 @@ from sqlflow.planning.plan import RoutedPlan
 from sqlflow.runtime.delta import commitlog, deltalog
 from sqlflow.runtime.delta.commitlog import Entry
 from sqlflow.runtime.delta.sinks import BatchId
+from sqlflow.runtime.delta import partition_path
 
 NOTIFIED = "notified"
 
@@ -55,7 +56,9 @@ def hour_end_us(spec: str, plan: RoutedPlan, zone: str) -> int:
     """The end of the hour `dt=2026-11-01/hour=10` in microseconds since the epoch, in the
     session time zone (the zone `date_format(event_ts, 'HH')` used)."""
     values = commitlog.parse_partition(spec)
-    start = datetime.strptime(f"{values[plan.commit.date_column]} {int(values[plan.commit.hour_column]):02d}",
+    day, hour = values[plan.commit.date_column], values[plan.commit.hour_column]
+    assert day is not None and hour is not None  # a committed hour has both levels
+    start = datetime.strptime(f"{day} {int(hour):02d}",
                               "%Y-%m-%d %H").replace(tzinfo=ZoneInfo(zone))
     end = start + timedelta(hours=1)
     return (end - datetime(1970, 1, 1, tzinfo=ZoneInfo("UTC"))) // timedelta(microseconds=1)
@@ -158,14 +161,14 @@ _LOCATIONS: dict[str, str] = {}
 
 
 def write_marker(spark: SparkSession, table: str, spec: str) -> None:
-    """An empty `_SUCCESS` file in the partition's directory (created when it has no files)."""
+    """An empty `_SUCCESS` file in the partition's directory (created when it has no files);
+    `spec` is an escaped partition path, so the file is always inside the table's folder."""
     if table not in _LOCATIONS:
         found = deltalog.describe(spark, table).location
         assert found is not None  # a written Delta table has a location
         _LOCATIONS[table] = found
-    location = _LOCATIONS[table].rstrip("/")
     jvm = spark.sparkContext._jvm
     assert jvm is not None  # a classic (JVM) session, as every runtime session is
-    path = jvm.org.apache.hadoop.fs.Path(f"{location}/{spec}/_SUCCESS")
+    path = jvm.org.apache.hadoop.fs.Path(f"{partition_path.directory(_LOCATIONS[table], spec)}/_SUCCESS")
     fs = path.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())
     fs.create(path, True).close()

@@ -44,11 +44,13 @@ from pyspark.sql import functions as F
 
 from sqlflow.engine.context import Context
 from sqlflow.errors import Location, SqlflowError
-from sqlflow.planning.plan import RoutedPlan, RouteTarget, Sink
+from sqlflow.planning.plan import COMMIT_LOG, RoutedPlan, RouteTarget, Sink
 from sqlflow.runtime.delta import commitlog, once
 from sqlflow.runtime import offsets
 from sqlflow.runtime.routed import filebudget as FB
 from sqlflow.runtime.routed import partition_commit as PC
+from sqlflow.runtime.routed import partition_quarantine as PQ
+from sqlflow.runtime.delta import sink_truth
 from sqlflow.runtime import quarantine as Q
 from sqlflow.runtime.ownership import quarantine_sink
 from sqlflow.runtime.analysis_errors import model_errors
@@ -57,8 +59,8 @@ from sqlflow.runtime.delta.deltalog import latest_version
 from sqlflow.runtime.delta.sinks import BatchId, WriteResult, write
 from sqlflow.identifiers import quote_table as quote
 from sqlflow.runtime.inputs import count_quarantine, range_predicate, read, write_quarantine
-from sqlflow.runtime.query import (AVAILABLE_NOW, app_id, checkpoint_dir, is_new, rebuild_command,
-                                   refuse_new_checkpoint, start_query)
+from sqlflow.runtime.query import (AVAILABLE_NOW, app_id, checkpoint_dir, is_new, query_id,
+                                   rebuild_command, refuse_new_checkpoint, start_query)
 from sqlflow.runtime.results import DateRange, InputRead, RunResult
 from sqlflow.rendering.sourcemap import SourceMap
 from sqlflow.runtime.env_errors import written_paths
@@ -169,6 +171,7 @@ class _Targets:
     """Per-target size models (learned once from Delta, then from each commit) and writes."""
 
     def __init__(self, spark: SparkSession, plan: RoutedPlan):
+        self.plan = plan
         skip = (plan.commit.date_column, plan.commit.hour_column)
         self.sizes = {}
         for t in plan.targets:
@@ -177,9 +180,18 @@ class _Targets:
             FB.learn_from_log(spark, t.sink.table, t.sink.partition_by, self.sizes[t.model])
 
     def write(self, spark: SparkSession, t: RouteTarget, rows: DataFrame, *, sink: Sink | None = None,
-              batch: BatchId | None = None, replace_where: str | None = None) -> tuple[WriteResult, TargetWrite, dict]:
+              batch: BatchId | None = None, replace_where: str | None = None,
+              poisoned: Callable[[DataFrame], None] | None = None) -> tuple[WriteResult, TargetWrite, dict]:
+        """Write target `t`'s `rows`; rows whose partition values cannot be directories
+        (`partition_quarantine`) are left out and, when there are any, passed to `poisoned`
+        (as checked rows) before the write. One aggregation counts both."""
         sink = sink or t.sink
-        counts = FB.count_rows(rows, sink.partition_by)
+        checked = PQ.check(self.plan, t, rows)
+        got = checked.groupBy(FB.partition_key(sink.partition_by).alias("k"), PQ.REASON).count().collect()
+        counts = {r["k"]: r["count"] for r in got if r[PQ.REASON] is None}
+        rows = checked.where(F.col(PQ.REASON).isNull()).drop(PQ.REASON)
+        if poisoned is not None and any(r[PQ.REASON] is not None for r in got):
+            poisoned(checked)
         plan = FB.budgets(counts, self.sizes[t.model], t.target_file_size, t.max_files)
         shaped = FB.shape(rows, sink.partition_by, plan)
         result = write(spark, sink, shaped, batch=batch, replace_where=replace_where,
@@ -199,7 +211,9 @@ def _hours(plan: RoutedPlan, t: RouteTarget, specs) -> set[str]:
     out = set()
     for spec in specs:
         values = commitlog.parse_partition(spec)
-        out.add(PC.hour_spec(plan, values[plan.commit.date_column], values[plan.commit.hour_column]))
+        day, hour = values[plan.commit.date_column], values[plan.commit.hour_column]
+        assert day is not None and hour is not None  # NULL levels were quarantined (partition_quarantine)
+        out.add(PC.hour_spec(plan, day, hour))
     return out
 
 
@@ -250,10 +264,17 @@ class RouteBatch(BatchFunction):
             if quarantined:
                 write(spark, quarantine_sink(plan, "append_once", Q.PARTITION_BY), split.quarantine,
                       batch=self._id(f"{app}__quarantine", batch_id))
-            writes, hours, reached = [], set(), []
+            writes, hours, reached, poisoned = [], set(), [], []
             for k, t in enumerate(plan.targets):
                 target_batch = self._id(f"{app}::{t.model}", batch_id)
-                _, tw, counts = self._targets.write(spark, t, target_rows(spark, plan, t), batch=target_batch)
+                def poisoned_rows(checked: DataFrame, t: RouteTarget = t) -> None:
+                    poisoned.append(write(
+                        spark, quarantine_sink(plan, "append_once", Q.PARTITION_BY),
+                        PQ.quarantine_rows(plan, t, checked, origin=f"batch {batch_id}"),
+                        batch=self._id(f"{app}__quarantine::{t.model}", batch_id)))
+
+                _, tw, counts = self._targets.write(
+                    spark, t, target_rows(spark, plan, t), batch=target_batch, poisoned=poisoned_rows)
                 commitlog.append(spark, [
                     commitlog.Entry(t.sink.table, spec, "write", "stream", t.model, run_id=app,
                                     batch_id=batch_id, rows=n) for spec, n in sorted(counts.items())],
@@ -283,6 +304,7 @@ class RouteBatch(BatchFunction):
             df.unpersist()
             assert b.view is not None  # the group's input view
             spark.catalog.dropTempView(b.view)
+        quarantined += sum(w.rows for w in poisoned)
         report = RouteReport(plan.model, batch_id, rows_in, quarantined, tuple(writes),
                              tuple(todo), tuple(fired), time.monotonic() - began, dirty=dirty)
         self._report(report)
@@ -380,6 +402,11 @@ def start(ctx: Context, plan: RoutedPlan, *, trigger: str = AVAILABLE_NOW,
         refuse_new_checkpoint(spark, plan, checkpoint, plan.outputs)
         spark.sql(f"DROP TABLE IF EXISTS {quote(progress_table(plan))}")
         shutil.rmtree(checkpoint / once.FOLDER, ignore_errors=True)  # an old query's journal
+    else:  # the tables, not the journal, say which batches are written (docs/semantics.md)
+        sink_truth.reconcile(spark, checkpoint, [*(t.sink.table for t in plan.targets), plan.quarantine,
+                                                 progress_table(plan), COMMIT_LOG],
+                             (f"{plan.model}@{query_id(checkpoint)}",), what=f"routed group `{plan.model}`",
+                             path=plan.path, rebuild=rebuild_command(plan))
     b = plan.sources[0]
     reader = spark.readStream.format("delta")
     if b.max_files_per_trigger:
@@ -434,11 +461,10 @@ def run_routed_batch(ctx: Context, plan: RoutedPlan, *, start: date | None = Non
     run_id = f"batch-{uuid.uuid4().hex[:12]}"
     results, writes, hours = [], [], set()
     try:
-        split = Q.split(rows, b, model=plan.model, origin=f"{b.relation}@v{version}")
+        origin = f"{b.relation}@v{version}"
+        split = Q.split(rows, b, model=plan.model, origin=origin)
         view = input_view(plan, split.clean)
-        q_result = write_quarantine(spark, plan, [split.quarantine], dates)
-        counts_q = count_quarantine(spark, plan.quarantine, dates)
-        targets = _Targets(spark, plan)
+        targets, quarantine, done = _Targets(spark, plan), [split.quarantine], []
         for t in plan.targets:
             out = target_rows(spark, plan, t)
             where = None
@@ -447,14 +473,22 @@ def run_routed_batch(ctx: Context, plan: RoutedPlan, *, start: date | None = Non
                 out = out.where(F.expr(where))
             if inspect:
                 inspect(t.model, out)
-            result, tw, _ = targets.write(spark, t, out, replace_where=where)
+            def poisoned_rows(checked: DataFrame, t: RouteTarget = t) -> None:
+                quarantine.append(PQ.quarantine_rows(plan, t, checked, origin=origin))
+
+            result, tw, _ = targets.write(spark, t, out, replace_where=where, poisoned=poisoned_rows)
             commitlog.append(spark, commitlog.write_entries(result, mode="batch", model=t.model,
                                                             run_id=run_id,
                                                             inputs={b.relation: version}))
             hours |= _hours(plan, t, [p.spec for p in result.partitions])
             writes.append(tw)
-            results.append(RunResult(t.model, dates, (InputRead(b.relation, version, b.view),),
-                                     result, q_result, counts_q, time.monotonic() - began))
+            done.append((t, result, time.monotonic() - began))
+        # after the targets: their rows whose partition values cannot be directories join the
+        # input's quarantine rows, in the one write that replaces the group's quarantine
+        q_result = write_quarantine(spark, plan, quarantine, dates)
+        counts_q = count_quarantine(spark, plan.quarantine, dates)
+        results = [RunResult(t.model, dates, (InputRead(b.relation, version, b.view),), result, q_result,
+                             counts_q, seconds) for t, result, seconds in done]
     finally:
         if view is not None:
             view.unpersist()

@@ -62,17 +62,18 @@ from pyspark.sql.types import TimestampType
 
 from sqlflow.engine.context import Context
 from sqlflow.errors import Location, SqlflowError
-from sqlflow.planning.plan import Sink, SourceBinding, StreamPlan
+from sqlflow.planning.plan import COMMIT_LOG, Sink, SourceBinding, StreamPlan
 from sqlflow.runtime.delta import commitlog, once
 from sqlflow.runtime import offsets
+from sqlflow.runtime.delta import sink_truth
 from sqlflow.runtime import quarantine as Q
 from sqlflow.runtime.ownership import quarantine_sink
 from sqlflow.runtime.analysis_errors import model_errors
 from sqlflow.runtime.batchfn import BatchFunction, query_failed
 from sqlflow.runtime.incremental.microbatch import SIDE, BatchReport
 from sqlflow.runtime.delta.sinks import BatchId, PartitionWrite, WriteResult, write
-from sqlflow.runtime.query import (AVAILABLE_NOW, app_id, checkpoint_dir, is_new, rebuild_command,
-                                   refuse_new_checkpoint, start_query)
+from sqlflow.runtime.query import (AVAILABLE_NOW, app_id, checkpoint_dir, is_new, query_id,
+                                   rebuild_command, refuse_new_checkpoint, start_query)
 from sqlflow.runtime.results import StreamResult
 from sqlflow.identifiers import quote as quote_ident
 from sqlflow.identifiers import quote_table as quote
@@ -146,6 +147,10 @@ def start(ctx: Context, plan: StreamPlan, *, trigger: str = AVAILABLE_NOW,
         refuse_new_checkpoint(spark, plan, checkpoint, plan.outputs)
         spark.sql(f"DROP TABLE IF EXISTS {quote(beats)}")  # a new query: old heartbeats are stale
         shutil.rmtree(checkpoint / once.FOLDER, ignore_errors=True)  # and so is its journal
+    else:  # the tables, not the journal, say which batches are written (docs/semantics.md)
+        sink_truth.reconcile(spark, checkpoint, [plan.sink.table, plan.quarantine, COMMIT_LOG],
+                             (f"{plan.model}@{query_id(checkpoint)}",), what=f"model `{plan.model}`",
+                             path=plan.path, rebuild=rebuild_command(plan))
     if not spark.catalog.tableExists(beats):
         write(spark, Sink(beats, "append_once", owner=plan.model, role="state"),
               spark.createDataFrame([], HEARTBEAT_SCHEMA),
