@@ -50,9 +50,9 @@ import tempfile
 import threading
 import time
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
@@ -338,8 +338,8 @@ def main() -> int:
 
 def bench(project: Path, args) -> int:
     from sqlflow.compiler import compile_project
-    from sqlflow.engine.context import Context
     from sqlflow.demo.generate import generate
+    from sqlflow.engine.context import Context
     from sqlflow.runtime.batch import run_batch
 
     ctx = Context.discover(project)

@@ -151,10 +151,10 @@ def main() -> None:
 
     from sqlflow.compiler import compile_project
     from sqlflow.engine.context import Context
+    from sqlflow.engine.session import build_session
     from sqlflow.project.profiles import load_target
     from sqlflow.runtime.batch import run_batch
     from sqlflow.runtime.routed.routing import run_routed_batch
-    from sqlflow.engine.session import build_session
 
     tmp = Path(tempfile.mkdtemp(prefix="sqlflow_bench_routing_"))
     spark = build_session(load_target(ROOT, "sqlflow", "local"), ROOT, {

@@ -26,8 +26,8 @@ def spark_state(tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def spark(spark_state):
     """The one SparkSession of the test run: local target of profiles.yml, state in tmp."""
-    from sqlflow.project.profiles import load_target
     from sqlflow.engine.session import build_session
+    from sqlflow.project.profiles import load_target
 
     target = load_target(ROOT, "sqlflow", "local")
     overrides = {

@@ -15,9 +15,8 @@ import sys
 import time
 from pathlib import Path
 
-import pytest
-
 import pyspark
+import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 SPARK_CLASS = Path(pyspark.__file__).parent / "bin" / "spark-class"

@@ -13,9 +13,9 @@ import pytest
 
 from helpers import make_project
 from sqlflow.engine.context import Context
-from sqlflow.workflows.dbt_bridge import run_dbt
-from sqlflow.runtime.delta.markers import mark_ready, table_location
 from sqlflow.runtime.delta import commitlog as C
+from sqlflow.runtime.delta.markers import mark_ready, table_location
+from sqlflow.workflows.dbt_bridge import run_dbt
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -20,8 +20,8 @@ import pytest
 import yaml
 
 from sqlflow.compiler import compile_project
-from sqlflow.engine.context import Context
 from sqlflow.demo.generate import generate
+from sqlflow.engine.context import Context
 from sqlflow.runtime.dispatch import run_models
 
 pytestmark = [pytest.mark.spark, pytest.mark.dbt]

@@ -26,8 +26,8 @@ import pytest
 from helpers import make_project
 from sqlflow.compiler import compile_project
 from sqlflow.engine.context import Context
-from sqlflow.runtime.delta.markers import mark_ready, table_location
 from sqlflow.runtime.delta import commitlog as C
+from sqlflow.runtime.delta.markers import mark_ready, table_location
 from sqlflow.runtime.dispatch import run_models
 
 pytestmark = [pytest.mark.spark, pytest.mark.dbt]

@@ -8,9 +8,9 @@ from click.testing import CliRunner
 
 from helpers import make_project
 from sqlflow.cli import main
+from sqlflow.engine.session import deferred_conf, spark_conf
 from sqlflow.errors import SqlflowError
 from sqlflow.project.profiles import load_target
-from sqlflow.engine.session import deferred_conf, spark_conf
 
 SECRET = "s3cr3t-AKIA-9932"
 PROFILES = """\

@@ -6,9 +6,9 @@ import datetime as dt
 
 import pytest
 
+from sqlflow.engine.session import spark_conf
 from sqlflow.errors import SqlflowError
 from sqlflow.project.profiles import load_target
-from sqlflow.engine.session import spark_conf
 
 
 def test_local_target_is_default(project_dir):

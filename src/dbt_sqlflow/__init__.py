@@ -61,8 +61,8 @@ def register(project_dir: Path, target_name: str, server_side_parameters: dict) 
     if active is not None:  # `sqlflow dbt`, or dbt invoked in-process by a test
         register_udfs(active, project_dir)
         return
-    from sqlflow.project.profiles import Target
     from sqlflow.engine.session import build_session
+    from sqlflow.project.profiles import Target
 
     target = Target.model_validate({
         "name": target_name, "type": "spark", "method": "session", "schema": "default",

@@ -8,19 +8,20 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from sqlflow.analysis.analyze import analyze
-from sqlflow.analysis.stream_safety import check
-from sqlflow.project.config import column_list
-from sqlflow.project.eventtime import EventTime
-from sqlflow.planning.delta.linear import DeltaRuleError
-from sqlflow.errors import Diagnostic, Location, SqlflowError
 from sqlflow.analysis.ir import InputRel, ModelIR
+from sqlflow.analysis.stream_safety import check
+from sqlflow.errors import Diagnostic, Location, SqlflowError
+from sqlflow.planning.delta.linear import DeltaRuleError
 from sqlflow.planning.plan import COMMIT_LOG, Mode, Plan
 from sqlflow.planning.planner import build_plan
+from sqlflow.project.config import column_list
+from sqlflow.project.eventtime import EventTime
 from sqlflow.project.load import Project, load_project
 from sqlflow.project.profiles import Target
 from sqlflow.rendering.render import RenderedModel, render_project

@@ -11,6 +11,8 @@ from __future__ import annotations
 import logging
 import os
 
+from sqlflow.errors import SqlflowError
+
 DEFAULT_PREFIXES = ("DBT_ENV_SECRET_",)
 PREFIXES_VAR = "SQLFLOW_SECRET_ENV_PREFIXES"
 MASK = "*****"
@@ -44,10 +46,9 @@ def mask_exception(exc: BaseException) -> BaseException:
     import dataclasses
 
     exc.args = tuple(mask(a) if isinstance(a, str) else a for a in exc.args)
-    diags = getattr(exc, "diagnostics", None)
-    if isinstance(diags, list):
-        masked = [dataclasses.replace(d, message=mask(d.message), hint=mask(d.hint)) for d in diags]
-        setattr(exc, "diagnostics", masked)  # a SqlflowError's: getattr above found the list
+    if isinstance(exc, SqlflowError):
+        exc.diagnostics = [dataclasses.replace(d, message=mask(d.message), hint=mask(d.hint))
+                           for d in exc.diagnostics]
     return exc
 
 

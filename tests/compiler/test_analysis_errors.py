@@ -13,8 +13,14 @@ import pytest
 from helpers import ad_sources_yml, make_project
 from sqlflow.compiler import compile_project, plan_json_text
 from sqlflow.errors import Location, SqlflowError
-from sqlflow.runtime.analysis_errors import (SparkProblem, analysis_error, explain, find_in_model,
-                                             model_errors, problem_of)
+from sqlflow.runtime.analysis_errors import (
+    SparkProblem,
+    analysis_error,
+    explain,
+    find_in_model,
+    model_errors,
+    problem_of,
+)
 
 
 class Kind(Enum):  # pyspark's QueryContextType

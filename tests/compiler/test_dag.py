@@ -7,8 +7,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from helpers import make_project, make_target
-from sqlflow.project.dag import build_dag
 from sqlflow.errors import SqlflowError
+from sqlflow.project.dag import build_dag
 from sqlflow.project.load import load_project
 from sqlflow.rendering.render import render_project
 

@@ -15,8 +15,8 @@ import sqlglot
 from sqlglot.optimizer.normalize_identifiers import normalize_identifiers
 
 from helpers import make_project, make_target
-from sqlflow.project.profiles import load_target
 from sqlflow.project.load import load_project
+from sqlflow.project.profiles import load_target
 from sqlflow.rendering.render import render_project
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -24,7 +24,12 @@ from sqlglot.optimizer.eliminate_ctes import eliminate_ctes
 
 import sqlflow.planning.delta.rule
 from sqlflow.planning.delta.rule import (
-    DeltaBinding, DeltaRuleError, Interval, delta_rewrite, padding_queries, padding_query,
+    DeltaBinding,
+    DeltaRuleError,
+    Interval,
+    delta_rewrite,
+    padding_queries,
+    padding_query,
     pruning_ranges,
 )
 

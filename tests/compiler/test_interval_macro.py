@@ -8,12 +8,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from helpers import AD_SOURCES_YML, make_project, render_sql
+from sqlflow.analysis.ir import IntervalBound
 from sqlflow.compiler import compile_project
 from sqlflow.errors import SqlflowError
-from sqlflow.analysis.ir import IntervalBound
 
 ROOT = Path(__file__).resolve().parents[2]
 MACROS = {"interval_join.sql": (ROOT / "macros" / "interval_join.sql").read_text()}

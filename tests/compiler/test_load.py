@@ -9,8 +9,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from helpers import make_project, render
-from sqlflow.project.config import ModelConfig, merge_config, parse_duration, parse_size
 from sqlflow.errors import SqlflowError
+from sqlflow.project.config import ModelConfig, merge_config, parse_duration, parse_size
 from sqlflow.project.load import load_project
 
 SOURCES_YML = """\

@@ -6,11 +6,12 @@ import json
 
 import pytest
 import sqlglot
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
+from helpers import AD_SOURCES_YML, make_project
 from sqlflow.compiler import compile_project, write_artifacts
 from sqlflow.errors import SqlflowError
-from helpers import AD_SOURCES_YML, make_project
 
 SOURCES = AD_SOURCES_YML
 

@@ -15,13 +15,13 @@ import pytest
 from click.testing import CliRunner
 
 from helpers import AD_SOURCES_YML, make_project
-from sqlflow.workflows.changes import changed_files, touched_models
-from sqlflow.workflows.check import check_project, format_github
 from sqlflow.cli.main import main
 from sqlflow.errors import Diagnostic, Location
-from sqlflow.workflows.lineage import column_lineage
-from sqlflow.workflows.diff import diff_project
 from sqlflow.project.load import load_project
+from sqlflow.workflows.changes import changed_files, touched_models
+from sqlflow.workflows.check import check_project, format_github
+from sqlflow.workflows.diff import diff_project
+from sqlflow.workflows.lineage import column_lineage
 
 ROOT = Path(__file__).resolve().parents[2]
 ST = "{{ config(materialized='streaming_table', partition_by=['dt']) }}\n"

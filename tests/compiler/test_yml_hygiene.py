@@ -9,8 +9,8 @@ from click.testing import CliRunner
 from helpers import make_project
 from sqlflow.cli import main
 from sqlflow.errors import SqlflowError
-from sqlflow.project.profiles import load_target
 from sqlflow.project.load import load_project
+from sqlflow.project.profiles import load_target
 
 SOURCES = """\
 version: 2

@@ -14,8 +14,7 @@ from sqlflow.cli.main import main
 from sqlflow.compiler import compile_project
 from sqlflow.engine.context import Context
 from sqlflow.errors import Location, SqlflowError
-from sqlflow.runtime.dispatch import run_models
-from sqlflow.runtime.dispatch import run_stream
+from sqlflow.runtime.dispatch import run_models, run_stream
 
 pytestmark = pytest.mark.spark
 

@@ -17,7 +17,6 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-
 from pyspark.sql import functions as F
 
 from helpers import make_project
@@ -25,10 +24,10 @@ from runtime.adkit import assert_same, profiles
 from sqlflow.cli.main import main
 from sqlflow.compiler import compile_project
 from sqlflow.engine.context import Context
-from sqlflow.runtime.delta.markers import mark_ready, table_location
-from sqlflow.runtime.delta import commitlog as C
 from sqlflow.runtime.batch import run_batch
+from sqlflow.runtime.delta import commitlog as C
 from sqlflow.runtime.delta.deltalog import latest_version
+from sqlflow.runtime.delta.markers import mark_ready, table_location
 from sqlflow.runtime.dispatch import run_stream
 
 pytestmark = pytest.mark.spark

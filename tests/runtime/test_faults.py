@@ -17,8 +17,7 @@ import time
 
 import pytest
 
-from runtime.adkit import (CLICK_SCHEMA, IMP_SCHEMA, append, assert_same, at, click, edge_cases,
-                           setup_projects)
+from runtime.adkit import CLICK_SCHEMA, IMP_SCHEMA, append, assert_same, at, click, edge_cases, setup_projects
 from sqlflow.errors import SqlflowError
 from sqlflow.runtime.delta import once, sink_truth
 from sqlflow.runtime.dispatch import run_stream

@@ -15,13 +15,12 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from runtime.adkit import (CLICK_SCHEMA, IMP_SCHEMA, append, at, click, imp, in_ingest_chunks,
-                           setup_projects)
+from runtime.adkit import CLICK_SCHEMA, IMP_SCHEMA, append, at, click, imp, in_ingest_chunks, setup_projects
+from sqlflow.analysis.ir import InputRel
 from sqlflow.analysis.passes.joins import classify_joins
 from sqlflow.analysis.passes.positions import Positions
 from sqlflow.analysis.passes.scopes import ScopeFacts
 from sqlflow.dialect import DIALECT, parse
-from sqlflow.analysis.ir import InputRel
 from sqlflow.planning.plan import spark_sql
 from sqlflow.runtime.dispatch import run_stream
 

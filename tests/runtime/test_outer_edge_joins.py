@@ -14,8 +14,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from runtime.adkit import (CLICK_SCHEMA, IMP_SCHEMA, append, in_ingest_chunks, random_rows,
-                           setup_projects)
+from runtime.adkit import CLICK_SCHEMA, IMP_SCHEMA, append, in_ingest_chunks, random_rows, setup_projects
 from sqlflow.runtime.dispatch import run_stream
 
 pytestmark = pytest.mark.spark

@@ -8,7 +8,8 @@ import json
 from datetime import datetime, timedelta, timezone
 
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from pyspark.sql.types import LongType, StringType, StructField, StructType, TimestampType
 
 from sqlflow.errors import SqlflowError

@@ -41,8 +41,7 @@ from sqlflow.errors import SqlflowError
 from sqlflow.planning.plan import COMMIT_LOG
 from sqlflow.runtime.delta import commitlog, deltalog, once
 from sqlflow.runtime.delta.compaction import compact
-from sqlflow.runtime.routed.routing import (DIRTY_REASON, progress_table, run_routed_batch,
-                                     run_routed_stream)
+from sqlflow.runtime.routed.routing import DIRTY_REASON, progress_table, run_routed_batch, run_routed_stream
 from sqlflow.workflows.verify.outputs import routed_selection
 
 pytestmark = pytest.mark.spark
@@ -395,8 +394,8 @@ def test_a_bounded_run_commits_its_last_hours_once_and_a_later_row_marks_them_di
     assert commit_rows() == 3 and dict(hook.posts) == {HOUR10: 1}
     assert {r["event_id"] for r in spark.table(live).collect()} == {"e1", "e3"}  # written, not lost
     # `sqlflow status` lists it; `sqlflow repair` backfills the group's day and settles it
-    from sqlflow.runtime.dispatch import repair
     from sqlflow.report.status import status_tables
+    from sqlflow.runtime.dispatch import repair
 
     assert status_tables(spark, [plan])[0].row_count == 1
     group = compile_project(s.stream.project_dir, mode="batch", target=s.stream.target).plans["by_dept"]

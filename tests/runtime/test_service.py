@@ -18,8 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from runtime.adkit import (CLICK_SCHEMA, IMP_SCHEMA, append, assert_same, at, click, imp,
-                           setup_projects)
+from runtime.adkit import CLICK_SCHEMA, IMP_SCHEMA, append, assert_same, at, click, imp, setup_projects
 from sqlflow.runtime import control, heartbeat
 from sqlflow.runtime.metrics import Metrics
 from sqlflow.runtime.service import Service

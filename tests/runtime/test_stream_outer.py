@@ -19,12 +19,23 @@ import pytest
 from pyspark.sql import functions as F
 
 from helpers import stop_query
-from runtime.adkit import (CLICK_SCHEMA, IMP_SCHEMA, append, assert_same, at, click, edge_cases,
-                           imp, in_ingest_chunks, random_rows, setup_projects)
+from runtime.adkit import (
+    CLICK_SCHEMA,
+    IMP_SCHEMA,
+    append,
+    assert_same,
+    at,
+    click,
+    edge_cases,
+    imp,
+    in_ingest_chunks,
+    random_rows,
+    setup_projects,
+)
 from sqlflow.errors import SqlflowError
 from sqlflow.runtime.delta import commitlog, deltalog
-from sqlflow.runtime.incremental import state
 from sqlflow.runtime.dispatch import run_stream
+from sqlflow.runtime.incremental import state
 
 pytestmark = pytest.mark.spark
 

@@ -15,8 +15,19 @@ from dataclasses import replace
 import pytest
 from pyspark.sql import functions as F
 
-from runtime.adkit import (CLICK_SCHEMA, IMP_SCHEMA, append, assert_same, at, chunks, click,
-                           edge_cases, imp, random_rows, setup_projects)
+from runtime.adkit import (
+    CLICK_SCHEMA,
+    IMP_SCHEMA,
+    append,
+    assert_same,
+    at,
+    chunks,
+    click,
+    edge_cases,
+    imp,
+    random_rows,
+    setup_projects,
+)
 from sqlflow.errors import SqlflowError
 from sqlflow.planning.plan import COMMIT_LOG
 from sqlflow.runtime.delta import once

@@ -16,8 +16,19 @@ import pytest
 from pyspark.sql import functions as F
 
 from helpers import ad_sources_yml, make_project
-from runtime.adkit import (CLICK_SCHEMA, IMP_SCHEMA, append, assert_same, at, chunks, click, edge_cases, imp,
-                           random_rows, setup_projects)
+from runtime.adkit import (
+    CLICK_SCHEMA,
+    IMP_SCHEMA,
+    append,
+    assert_same,
+    at,
+    chunks,
+    click,
+    edge_cases,
+    imp,
+    random_rows,
+    setup_projects,
+)
 from sqlflow.compiler import compile_project
 from sqlflow.errors import SqlflowError
 from sqlflow.planning.plan import COMMIT_LOG

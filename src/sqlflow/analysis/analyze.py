@@ -46,17 +46,17 @@ from sqlglot import exp
 from sqlglot.errors import OptimizeError
 from sqlglot.optimizer.scope import Scope, walk_in_scope
 
+from sqlflow.analysis.ir import InputRel, Mode, ModelIR, OutputColumn, TableRead
 from sqlflow.analysis.passes.aggregates import aggregations
 from sqlflow.analysis.passes.clauses import clauses
-from sqlflow.analysis.passes.dimjoins import dim_joins
 from sqlflow.analysis.passes.determinism import fix_for, nondeterministic_calls
+from sqlflow.analysis.passes.dimjoins import dim_joins
 from sqlflow.analysis.passes.joins import classify_joins
 from sqlflow.analysis.passes.positions import Positions
 from sqlflow.analysis.passes.scopes import ScopeFacts, ScopeInfo
 from sqlflow.analysis.passes.windows import window_functions
 from sqlflow.dialect import parse_with_tokens
 from sqlflow.errors import Location, SqlflowError
-from sqlflow.analysis.ir import InputRel, Mode, ModelIR, OutputColumn, TableRead
 
 
 def analyze(

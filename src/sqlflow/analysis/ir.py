@@ -20,7 +20,6 @@ from sqlflow.project.eventtime import EventTime
 from sqlflow.project.runmode import Mode
 
 
-
 def ast_field(default: Any = None) -> Any:
     """A field holding a sqlglot node: not compared, not printed, not in `to_dict()`."""
     return field(default=default, compare=False, repr=False, metadata={"ast": True})

@@ -19,8 +19,8 @@ the query does not produce (error), and a table that is neither a ref nor a sour
 
 from __future__ import annotations
 
-from sqlflow.errors import Diagnostic, DiagnosticSink, Location, did_you_mean
 from sqlflow.analysis.ir import CallIR, ClauseIR, JoinIR, Mode, ModelIR, WindowFnIR
+from sqlflow.errors import Diagnostic, DiagnosticSink, Location, did_you_mean
 
 _CALL_WHAT = {
     "random": "is not deterministic",

@@ -24,8 +24,8 @@ from pyspark.sql import DataFrame, SparkSession
 
 from sqlflow.demo import dims, ods
 from sqlflow.demo import scenario as S
-from sqlflow.runtime.delta.markers import clear_ready, mark_ready, table_location
 from sqlflow.errors import SqlflowError
+from sqlflow.runtime.delta.markers import clear_ready, mark_ready, table_location
 
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 

@@ -16,9 +16,9 @@ from typing import Any
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from sqlflow.project.config import micros
 from sqlflow.demo import scenario as S
 from sqlflow.demo.noise import choice, index, normal, truncated_exponential, uniform, weighted, zipf_rank
+from sqlflow.project.config import micros
 
 US = 1_000_000
 HOUR_US = 3600 * US

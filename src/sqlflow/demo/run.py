@@ -11,9 +11,9 @@ import time
 from rich.console import Console
 from rich.table import Table
 
-from sqlflow.engine.context import Context
 from sqlflow.demo import scenario as S
 from sqlflow.demo.generate import DemoReport, generate, span, table_rows
+from sqlflow.engine.context import Context
 
 _DIRTY_ROWS = (("late", "late"), ("future", "future"), ("null_event_time", "null event time"),
                ("null_key", "null key"), ("malformed_payload", "malformed payload"),

@@ -16,7 +16,6 @@ from sqlflow.project.profiles import Target, load_target
 from sqlflow.project.runmode import STATE_DIR
 
 
-
 def find_project_dir(start: Path | None = None) -> Path:
     """The nearest folder at or above `start` holding a dbt_project.yml."""
     here = (start or Path.cwd()).resolve()
@@ -54,12 +53,12 @@ class Context:
     _spark: object | None = None
 
     @classmethod
-    def discover(cls, project_dir: Path | None = None, target_name: str | None = None) -> "Context":
+    def discover(cls, project_dir: Path | None = None, target_name: str | None = None) -> Context:
         root = find_project_dir(project_dir)
         return cls(project_dir=root, target_name=target_name)
 
     @classmethod
-    def with_session(cls, spark, project_dir: Path, target_name: str | None = None) -> "Context":
+    def with_session(cls, spark, project_dir: Path, target_name: str | None = None) -> Context:
         """A Context over an existing SparkSession (tests, notebooks): no second session starts,
         and the session's own warehouse and metastore are used, whatever the profile says."""
         return cls(project_dir=Path(project_dir).resolve(), target_name=target_name, _spark=spark)

@@ -17,9 +17,9 @@ import dataclasses
 
 from sqlglot import exp
 
+from sqlflow.analysis.ir import DimJoinIR, ModelIR
 from sqlflow.analysis.passes.joins import conjuncts
 from sqlflow.dialect import parse
-from sqlflow.analysis.ir import DimJoinIR, ModelIR
 from sqlflow.planning.plan import COMMIT_LOG, DimBinding, DimPlan, bind_relations, spark_sql, view_name
 
 READY_VIEW = view_name("ready", COMMIT_LOG)

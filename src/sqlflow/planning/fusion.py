@@ -34,13 +34,20 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from sqlglot import exp
 
-from sqlflow.project.config import ByteSize, parse_size
-from sqlflow.errors import Diagnostic, Location
 from sqlflow.analysis.ir import ModelIR
+from sqlflow.errors import Diagnostic, Location
 from sqlflow.planning.plan import (
-    BatchPlan, Plan, RestartPolicy, RouteCommit, RoutedPlan, RouteTarget, StreamPlan, quarantine_table,
+    BatchPlan,
+    Plan,
+    RestartPolicy,
+    RouteCommit,
+    RoutedPlan,
+    RouteTarget,
+    StreamPlan,
+    quarantine_table,
 )
 from sqlflow.planning.shared_calls import share_calls
+from sqlflow.project.config import ByteSize, parse_size
 from sqlflow.project.runmode import AVAILABLE_NOW, STATE_DIR
 
 DEFAULT_TARGET_FILE_SIZE = parse_size("128MB")

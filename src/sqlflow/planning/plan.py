@@ -21,8 +21,8 @@ from typing import Any, ClassVar, Literal
 
 from sqlglot import exp
 
-from sqlflow.dialect import DIALECT
 from sqlflow.analysis.ir import InputRel, JoinIR, ModelIR
+from sqlflow.dialect import DIALECT
 from sqlflow.project.eventtime import EventTime
 from sqlflow.project.runmode import AVAILABLE_NOW, Mode
 from sqlflow.rendering.sourcemap import SourceMap

@@ -8,14 +8,28 @@ from typing import Any
 
 from sqlglot import exp
 
-from sqlflow.project.config import column_list, micros
-from sqlflow.project.runmode import STATE_DIR
-from sqlflow.project.config_origin import config_line
 from sqlflow.analysis.ir import InputRel, JoinIR, ModelIR
 from sqlflow.planning.plan import (
-    COMMIT_LOG, BatchPlan, Mode, PruneRange, RestartPolicy, Sink, SourceBinding, StreamPlan, Watermark,
-    Write, bind_relations, quarantine_table, spark_sql, stream_joins, streams_of, view_name,
+    COMMIT_LOG,
+    BatchPlan,
+    Mode,
+    PruneRange,
+    RestartPolicy,
+    Sink,
+    SourceBinding,
+    StreamPlan,
+    Watermark,
+    Write,
+    bind_relations,
+    quarantine_table,
+    spark_sql,
+    stream_joins,
+    streams_of,
+    view_name,
 )
+from sqlflow.project.config import column_list, micros
+from sqlflow.project.config_origin import config_line
+from sqlflow.project.runmode import STATE_DIR
 
 DEFAULT_TRIGGER = "10 seconds"
 

@@ -21,8 +21,8 @@ also select the added columns, so a group with one shares nothing.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 from sqlglot import exp, parse_one
 from sqlglot.errors import SqlglotError

@@ -14,8 +14,8 @@ the block of its stream inputs (`EventTime.widest`).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Iterable
 
 
 @dataclass(frozen=True)

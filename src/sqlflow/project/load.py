@@ -13,11 +13,10 @@ import jinja2
 import jinja2.ext
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from sqlflow.project.config import check_layer, merge_config, normalize_keys
 from sqlflow.errors import Diagnostic, DiagnosticSink, Location, SqlflowError, did_you_mean
 from sqlflow.identifiers import RULE, problem
-from sqlflow.project.sources import (Column, SourceTable, columns_of, line_of, load_yaml,
-                             source_tables)
+from sqlflow.project.config import check_layer, merge_config, normalize_keys
+from sqlflow.project.sources import Column, SourceTable, columns_of, line_of, load_yaml, source_tables
 
 PROJECT_FILE = "dbt_project.yml"
 

@@ -16,8 +16,8 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
 
 from sqlflow.errors import Location, SqlflowError, did_you_mean
-from sqlflow.sandbox import Sandbox
 from sqlflow.project.sources import DuplicateKey, LineLoader
+from sqlflow.sandbox import Sandbox
 
 PROFILES_FILE = Path("profiles") / "profiles.yml"
 

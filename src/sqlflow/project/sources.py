@@ -13,9 +13,9 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from sqlflow.errors import DiagnosticSink, Location, SqlflowError, did_you_mean
 from sqlflow.project.config import SourceSemantics, micros, semantics_keys
 from sqlflow.project.eventtime import EventTime
-from sqlflow.errors import DiagnosticSink, Location, SqlflowError, did_you_mean
 
 # --- YAML with line numbers ---------------------------------------------------------------------
 

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlflow.project.config import column_list
-from sqlflow.project.config_origin import config_line
 from sqlflow.errors import Diagnostic, Location, SqlflowError
 from sqlflow.identifiers import check_name
 from sqlflow.planning.plan import quarantine_table
+from sqlflow.project.config import column_list
+from sqlflow.project.config_origin import config_line
 
 
 def check_names(renderer: Any, rendered: dict[str, Any]) -> list[Diagnostic]:

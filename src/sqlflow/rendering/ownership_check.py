@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlflow.project.config_origin import config_line
 from sqlflow.errors import Diagnostic, Location
 from sqlflow.planning.plan import COMMIT_LOG, quarantine_table
+from sqlflow.project.config_origin import config_line
 
 RESERVED_PREFIX = "__sqlflow"
 

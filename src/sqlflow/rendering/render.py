@@ -9,21 +9,33 @@ project overrides `generate_schema_name`). No Spark, no dbt: templates compile o
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from types import SimpleNamespace
-from typing import Any, Literal, Sequence
+from typing import Any, Literal
 
+from sqlflow.errors import DiagnosticSink, Location, SqlflowError, did_you_mean
 from sqlflow.project.config import ModelConfig, check_layer, config_keys, merge_config, normalize_keys
 from sqlflow.project.dag import Dag, build_dag
+from sqlflow.project.load import ModelNode, Project, SourceTable
 from sqlflow.project.runmode import Mode
-from sqlflow.sandbox import MODULES
-from sqlflow.rendering.dbt_context import (ENV, EXCEPTIONS, MISSING, MacroReturn, Relation, Var,
-                                 compile_template, env_var, log_, no_warehouse, return_)
-from sqlflow.errors import DiagnosticSink, Location, SqlflowError, did_you_mean
+from sqlflow.rendering.dbt_context import (
+    ENV,
+    EXCEPTIONS,
+    MISSING,
+    MacroReturn,
+    Relation,
+    Var,
+    compile_template,
+    env_var,
+    log_,
+    no_warehouse,
+    return_,
+)
 from sqlflow.rendering.name_check import check_names
 from sqlflow.rendering.ownership_check import check_ownership
-from sqlflow.project.load import ModelNode, Project, SourceTable
 from sqlflow.rendering.sourcemap import MODEL_PREFIX, SourceMap, locate_exception, strip_markers
+from sqlflow.sandbox import MODULES
 
 _CONFIG_CALL = re.compile(r"\bconfig\s*\(")
 
@@ -170,7 +182,7 @@ class Renderer:
                                hint=did_you_mean(name, list(self.project.models)))
         return node
 
-    def _run(self, node: ModelNode, run: "_ModelRun") -> str:
+    def _run(self, node: ModelNode, run: _ModelRun) -> str:
         template = compile_template(MODEL_PREFIX.rstrip(":"), node.path, node.raw_sql)
         try:
             return template.render(run.context)

@@ -14,8 +14,8 @@ from __future__ import annotations
 import difflib
 import re
 import traceback
+from collections.abc import Iterator
 from dataclasses import dataclass, replace
-from typing import Iterator
 
 import jinja2
 import jinja2.ext

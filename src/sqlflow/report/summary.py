@@ -7,14 +7,15 @@ Spark, and nothing in the runtime prints.
 
 from __future__ import annotations
 
-from typing import Any, Sequence, cast
+from collections.abc import Sequence
+from typing import Any, cast
 
 from rich import box
 from rich.console import JustifyMethod
 from rich.table import Table
 
-from sqlflow.runtime.results import DateRange, RunResult, StreamRow
 from sqlflow.runtime.quarantine import REASONS
+from sqlflow.runtime.results import DateRange, RunResult, StreamRow
 
 _REASON_LABELS = {"late": "late", "future": "future", "null_event_time": "null time",
                   "malformed": "malformed", "dim_missing": "dim missing",

@@ -18,9 +18,10 @@ message (file, no line) stands: a wrong line would be worse than none.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Iterator, Protocol
+from typing import Protocol
 
 from sqlglot.errors import SqlglotError
 

@@ -36,9 +36,9 @@ from sqlflow.runtime import snapshot
 from sqlflow.runtime.analysis_errors import model_errors
 from sqlflow.runtime.delta.deltalog import latest_version
 from sqlflow.runtime.delta.sinks import WriteResult, write
+from sqlflow.runtime.env_errors import environment_problem, written_paths
 from sqlflow.runtime.inputs import count_quarantine, range_predicate, read, string_range, write_quarantine
 from sqlflow.runtime.results import DateRange, InputRead, RunResult
-from sqlflow.runtime.env_errors import environment_problem, written_paths
 
 try:  # a JVM error pyspark does not translate arrives as Py4JJavaError (not with Spark Connect)
     from py4j.protocol import Py4JJavaError

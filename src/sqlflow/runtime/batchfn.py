@@ -10,8 +10,8 @@ anything else."""
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Iterator
 
 from pyspark.sql import DataFrame
 

@@ -13,8 +13,9 @@ Run, verify, refresh and repair all come here; no other module asks which kind a
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Iterator, Sequence
 from datetime import date
-from typing import Any, Callable, Iterator, Sequence, TypeGuard
+from typing import Any, TypeGuard
 
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming import StreamingQuery

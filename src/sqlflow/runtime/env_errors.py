@@ -21,9 +21,9 @@ from __future__ import annotations
 
 import re
 import shutil
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
 
 # (marker(s) in the Java/OS text, what it means, fix with `{path}`); the first kind found wins
 _KINDS = (

@@ -10,11 +10,11 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import DateType, StringType, TimestampNTZType, TimestampType
 
 from sqlflow.errors import SqlflowError
-from sqlflow.planning.plan import BatchPlan, RoutedPlan
 from sqlflow.identifiers import quote as quote_ident
+from sqlflow.planning.plan import BatchPlan, RoutedPlan
 from sqlflow.runtime import quarantine as Q
-from sqlflow.runtime.ownership import quarantine_sink
 from sqlflow.runtime.delta.sinks import WriteResult, quote, write
+from sqlflow.runtime.ownership import quarantine_sink
 from sqlflow.runtime.results import DateRange, QuarantineCount
 
 

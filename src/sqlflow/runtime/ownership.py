@@ -15,8 +15,8 @@ from typing import Any, Literal
 from pyspark.sql import SparkSession
 
 from sqlflow.errors import Location, SqlflowError
-from sqlflow.runtime.delta import deltalog
 from sqlflow.planning.plan import Sink, Write
+from sqlflow.runtime.delta import deltalog
 from sqlflow.runtime.delta.deltalog import TableInfo
 
 MODEL = "sqlflow.model"

@@ -66,7 +66,7 @@ def split(df: DataFrame, binding: SourceBinding, *, model: str, origin: str) -> 
     return Split(clean, quarantine)
 
 
-def rows_of(df: DataFrame, times: "Times", *, model: str, input: Column, reason: Column,
+def rows_of(df: DataFrame, times: Times, *, model: str, input: Column, reason: Column,
             origin: str, columns: list[str] | None = None) -> DataFrame:
     """`df` as quarantine rows (COLUMNS): `raw` is `columns` of the row (default: all) as JSON.
     Shared by the input split above and the `dim_missing` rows of a dimension join."""

@@ -12,8 +12,9 @@ the id in the checkpoint, so a restart continues it and a new checkpoint is a ne
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import StreamingQuery
@@ -21,6 +22,7 @@ from pyspark.sql.streaming import StreamingQuery
 from sqlflow.errors import Location, SqlflowError
 from sqlflow.planning.plan import RoutedPlan, StreamPlan
 from sqlflow.project.runmode import AVAILABLE_NOW, STATE_DIR
+
 
 def checkpoint_dir(project_dir: Path | str, plan: StreamPlan | RoutedPlan) -> Path:
     """The checkpoint folder of the plan's query: the configured one, else

@@ -18,10 +18,10 @@ from pyspark.sql import SparkSession
 
 from sqlflow.errors import Location, SqlflowError
 from sqlflow.planning.plan import COMMIT_LOG, RoutedPlan, StreamPlan
-from sqlflow.runtime.delta import commitlog
-from sqlflow.runtime.query import checkpoint_dir
 from sqlflow.runtime import ownership
+from sqlflow.runtime.delta import commitlog
 from sqlflow.runtime.delta.deltalog import quote
+from sqlflow.runtime.query import checkpoint_dir
 
 
 def full_refresh(spark: SparkSession, project_dir: Path | str,

@@ -15,14 +15,14 @@ every other one gets a `repair` row in the commit log.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import date, timedelta
-from typing import Callable, Sequence
 
 from sqlflow.engine.context import Context
 from sqlflow.planning.plan import BatchPlan, RoutedPlan
-from sqlflow.runtime.delta import commitlog as C
 from sqlflow.runtime.batch import run_batch
+from sqlflow.runtime.delta import commitlog as C
 from sqlflow.runtime.results import RunResult
 from sqlflow.runtime.routed.routing import run_routed_batch
 

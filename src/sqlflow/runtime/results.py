@@ -23,7 +23,7 @@ class DateRange:
     end: date
 
     @classmethod
-    def of(cls, start: date | None, end: date | None) -> "DateRange | None":
+    def of(cls, start: date | None, end: date | None) -> DateRange | None:
         if start is None and end is None:
             return None
         if start is None or end is None:

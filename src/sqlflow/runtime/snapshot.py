@@ -29,11 +29,11 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from sqlflow.planning.plan import COMMIT_LOG, BatchPlan, DimPlan, Sink, StreamPlan
-from sqlflow.runtime.delta import commitlog as C
 from sqlflow.runtime import quarantine as Q
-from sqlflow.runtime.ownership import quarantine_sink
+from sqlflow.runtime.delta import commitlog as C
 from sqlflow.runtime.delta.deltalog import latest_version
 from sqlflow.runtime.delta.sinks import BatchId, WriteResult, quote, write
+from sqlflow.runtime.ownership import quarantine_sink
 
 MISSING = "dim_missing"
 

@@ -15,8 +15,9 @@ renders even when the run fails (`sqlflow.report.summary`).
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from sqlflow.engine.context import Context
 from sqlflow.planning.plan import Plan, StreamPlan

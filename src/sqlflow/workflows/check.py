@@ -12,10 +12,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sqlflow.workflows.changes import changed_files, touched_models
 from sqlflow.compiler import compile_project
 from sqlflow.errors import Diagnostic, SqlflowError
 from sqlflow.project.load import load_project
+from sqlflow.workflows.changes import changed_files, touched_models
 
 
 @dataclass

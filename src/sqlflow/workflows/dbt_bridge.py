@@ -17,7 +17,6 @@ from __future__ import annotations
 from sqlflow.engine.context import Context
 from sqlflow.errors import SqlflowError
 
-
 # dbt commands that run models (and so may read READY through dim_join)
 _BUILDS = {"run", "build", "retry"}
 

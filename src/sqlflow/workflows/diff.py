@@ -25,12 +25,12 @@ from typing import Any
 
 from sqlglot.errors import SqlglotError
 
-from sqlflow.workflows.changes import export_revision
+from sqlflow.analysis.ir import ModelIR
 from sqlflow.compiler import compile_project
 from sqlflow.dialect import DIALECT
 from sqlflow.errors import SqlflowError
-from sqlflow.analysis.ir import ModelIR
 from sqlflow.planning.plan import RoutedPlan, Sink
+from sqlflow.workflows.changes import export_revision
 
 IMPACTS = ("safe", "backfill", "full_refresh")
 

@@ -30,7 +30,7 @@ class ColumnNode:
     kind: str
     relation: str  # model name, `source.table`, or the table name as written
     column: str
-    upstream: list["ColumnNode"] = field(default_factory=list)
+    upstream: list[ColumnNode] = field(default_factory=list)
 
     @property
     def label(self) -> str:

@@ -6,8 +6,9 @@ through callbacks; `sqlflow.report.summary` renders them.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import date
-from typing import Any, Sequence, cast
+from typing import Any, cast
 
 from rich.console import Console
 from rich.markup import escape
@@ -15,8 +16,14 @@ from rich.markup import escape
 from sqlflow.compiler import compile_project, write_artifacts
 from sqlflow.engine.context import Context
 from sqlflow.planning.plan import BatchPlan, Mode, Plan, RoutedPlan
-from sqlflow.report.summary import (dims_table, event_line, files_table, progress_line,
-                                    stream_table, summary_table)
+from sqlflow.report.summary import (
+    dims_table,
+    event_line,
+    files_table,
+    progress_line,
+    stream_table,
+    summary_table,
+)
 from sqlflow.runtime.dispatch import run_models
 from sqlflow.runtime.metrics import Metrics
 from sqlflow.runtime.results import DateRange, RunResult, StreamRow

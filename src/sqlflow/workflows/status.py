@@ -21,9 +21,10 @@ delivered yet (null: unknown, e.g. a table outside the local warehouse).
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from sqlflow.compiler import compile_project
 from sqlflow.engine.session import spark_conf

@@ -28,9 +28,9 @@ from dataclasses import replace
 from sqlglot import exp
 from sqlglot.optimizer.scope import walk_in_scope
 
+from sqlflow.analysis.ir import AggIR, WindowSpecIR
 from sqlflow.analysis.passes.positions import Positions
 from sqlflow.analysis.passes.scopes import ColInfo, ScopeFacts, ScopeInfo
-from sqlflow.analysis.ir import AggIR, WindowSpecIR
 from sqlflow.errors import Location
 
 _KIND_ORDER = ("window", "session_window", "time_partition", "event_time")

@@ -17,9 +17,9 @@ from __future__ import annotations
 
 from sqlglot import exp
 
+from sqlflow.analysis.ir import ClauseIR
 from sqlflow.analysis.passes.positions import Positions
 from sqlflow.analysis.passes.scopes import ScopeFacts, ScopeInfo
-from sqlflow.analysis.ir import ClauseIR
 
 _SET_OPS = {exp.Intersect: ("intersect", "INTERSECT"), exp.Except: ("except", "EXCEPT")}
 

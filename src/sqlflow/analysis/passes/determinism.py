@@ -17,8 +17,8 @@ from typing import cast
 
 from sqlglot import exp
 
-from sqlflow.analysis.passes.positions import Positions
 from sqlflow.analysis.ir import CallIR
+from sqlflow.analysis.passes.positions import Positions
 
 _BY_TYPE: dict[type, str] = {
     exp.Rand: "random",

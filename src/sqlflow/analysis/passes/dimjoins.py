@@ -25,10 +25,10 @@ from collections.abc import Callable
 
 from sqlglot import exp
 
+from sqlflow.analysis.ir import DimJoinIR
 from sqlflow.analysis.passes.joins import conjuncts, join_type
 from sqlflow.analysis.passes.scopes import relation_name
 from sqlflow.dialect import DIALECT
-from sqlflow.analysis.ir import DimJoinIR
 from sqlflow.errors import Location
 
 DAY_COLUMN = "__sqlflow_dim_day"

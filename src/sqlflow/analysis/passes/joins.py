@@ -32,10 +32,17 @@ from typing import Any, cast
 
 from sqlglot import exp
 
+from sqlflow.analysis.ir import IntervalBound, JoinIR, shifted_sql
 from sqlflow.analysis.passes.positions import Positions
 from sqlflow.analysis.passes.scopes import ScopeFacts, ScopeInfo
-from sqlflow.analysis.passes.timecols import DeltaBound, IntervalError, TimeCmp, combine, orient, time_comparisons
-from sqlflow.analysis.ir import IntervalBound, JoinIR, shifted_sql
+from sqlflow.analysis.passes.timecols import (
+    DeltaBound,
+    IntervalError,
+    TimeCmp,
+    combine,
+    orient,
+    time_comparisons,
+)
 from sqlflow.errors import Location
 
 _EXAMPLE_RANGE = "INTERVAL 20 MINUTES"

@@ -24,7 +24,6 @@ from sqlglot.tokens import Token
 from sqlflow.dialect import DIALECT
 from sqlflow.errors import Location
 
-
 _JOIN_WORDS = {"JOIN", "LEFT", "RIGHT", "FULL", "INNER", "OUTER", "CROSS", "SEMI", "ANTI", "NATURAL"}
 
 

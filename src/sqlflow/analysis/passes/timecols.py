@@ -30,8 +30,8 @@ from decimal import Decimal, InvalidOperation
 
 from sqlglot import exp
 
-from sqlflow.dialect import DIALECT
 from sqlflow.analysis.ir import IntervalBound
+from sqlflow.dialect import DIALECT
 
 UNIT_US = {
     "MICROSECOND": 1,

@@ -29,10 +29,10 @@ from collections.abc import Callable
 from sqlglot import exp
 from sqlglot.optimizer.scope import find_all_in_scope
 
+from sqlflow.analysis.ir import DedupIR, WindowFnIR
 from sqlflow.analysis.passes.joins import conjuncts
 from sqlflow.analysis.passes.positions import Positions
 from sqlflow.analysis.passes.scopes import ScopeFacts, ScopeInfo
-from sqlflow.analysis.ir import DedupIR, WindowFnIR
 
 
 def _is_first(cond: exp.Expr, matches: Callable[[exp.Expr | None], bool]) -> bool:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import click
 
-from sqlflow.project.runmode import Mode
 from sqlflow.cli.support import console, context, err_console, error_handler, escape, parse_vars
+from sqlflow.project.runmode import Mode
 
 
 @click.command("compile")

@@ -17,9 +17,9 @@ from sqlflow.cli.support import console, context, err_console, error_handler, es
 def command(select: tuple[str, ...], vars_text: str | None) -> None:
     """Recompute provisional and dirty partitions with the batch plan."""
     from sqlflow.planning.plan import BatchPlan, RoutedPlan
+    from sqlflow.report.summary import progress_line
     from sqlflow.runtime.dispatch import repair
     from sqlflow.workflows.run import plans_for_run
-    from sqlflow.report.summary import progress_line
 
     ctx = context()
     plans = cast(list[BatchPlan | RoutedPlan],  # batch mode plans no StreamPlan

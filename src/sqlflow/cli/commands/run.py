@@ -8,8 +8,8 @@ import click
 
 from sqlflow.cli.support import console, context, err_console, error_handler, parse_vars
 from sqlflow.errors import SqlflowError
-from sqlflow.project.runmode import Mode
 from sqlflow.project.config import parse_duration
+from sqlflow.project.runmode import Mode
 
 
 @click.command("run")

@@ -13,7 +13,8 @@ each stream occurrence with its index in SQL text order and checks linearity.
 
 from __future__ import annotations
 
-from typing import Callable, Iterator, Mapping, TypeVar
+from collections.abc import Callable, Iterator, Mapping
+from typing import TypeVar
 
 from sqlglot import exp
 

@@ -25,15 +25,27 @@ reads only those.
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import reduce
-from typing import Mapping, NamedTuple, cast
+from typing import NamedTuple, cast
 
 from sqlglot import exp
 
 from sqlflow.planning.delta.linear import (
-    MARK, DeltaRuleError, alias_of, binding_matcher, cte_of, cte_refs, lineage, occurrences,
-    parents, prepare, reads_stream, sides_with_streams, sources,
+    MARK,
+    DeltaRuleError,
+    alias_of,
+    binding_matcher,
+    cte_of,
+    cte_refs,
+    lineage,
+    occurrences,
+    parents,
+    prepare,
+    reads_stream,
+    sides_with_streams,
+    sources,
 )
 
 __all__ = [

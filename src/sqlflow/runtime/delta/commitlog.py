@@ -25,20 +25,18 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any, Iterable, Literal, Mapping, Sequence
+from typing import Any, Literal
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.types import (BooleanType, LongType, StringType, StructField, StructType,
-                               TimestampType)
+from pyspark.sql.types import BooleanType, LongType, StringType, StructField, StructType, TimestampType
 
 from sqlflow.planning.plan import COMMIT_LOG
-from sqlflow.runtime.delta import deltalog, once
+from sqlflow.runtime.delta import deltalog, once, partition_path
 from sqlflow.runtime.delta.sinks import BatchId, WriteResult
-from sqlflow.runtime.delta import partition_path
-
 
 Kind = Literal["write", "commit", "dirty", "repair", "refresh"]
 WriteMode = Literal["stream", "batch", "dbt", "manual", "marker"]

@@ -58,7 +58,7 @@ class Journal:
     start: int
 
     @staticmethod
-    def open(checkpoint: Path, next_batch: int) -> "Journal":
+    def open(checkpoint: Path, next_batch: int) -> Journal:
         """The query's journal, created on first use: a new query's journal decides from batch
         0, an older checkpoint's from `next_batch`, the first batch id its offsets do not hold."""
         folder = checkpoint / FOLDER
@@ -69,7 +69,7 @@ class Journal:
         _write(path, str(next_batch))
         return Journal(folder, next_batch)
 
-    def lowered(self, start: int) -> "Journal":
+    def lowered(self, start: int) -> Journal:
         """The journal deciding from `start` if that is earlier than it does now: a journal
         re-created after a loss must decide the batches the tables show it wrote
         (`sink_truth.reconcile`)."""

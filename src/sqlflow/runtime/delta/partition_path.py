@@ -16,8 +16,9 @@ that is literally `__HIVE_DEFAULT_PARTITION__` is one too: Spark would read it b
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from functools import reduce
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 from pyspark.sql import Column
 from pyspark.sql import functions as F

@@ -25,15 +25,15 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable
 
 from pyspark.sql import SparkSession
 
 from sqlflow.errors import Location, SqlflowError
-from sqlflow.runtime.delta import deltalog, once
 from sqlflow.runtime import offsets
+from sqlflow.runtime.delta import deltalog, once
 
 LOOK_BACK = 500  # commits per table: the commit log is shared, other queries append to it too
 _CHUNK = 25

@@ -27,13 +27,12 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from sqlflow.errors import SqlflowError
-from sqlflow.planning.plan import Sink
-from sqlflow.runtime.delta import deltalog, once
-from sqlflow.runtime.delta.deltalog import TableInfo, quote
-from sqlflow.runtime import ownership
 from sqlflow.identifiers import quote as quote_ident
+from sqlflow.planning.plan import Sink
+from sqlflow.runtime import ownership
+from sqlflow.runtime.delta import deltalog, once, partition_path
+from sqlflow.runtime.delta.deltalog import TableInfo, quote
 from sqlflow.runtime.env_errors import environment_problem
-from sqlflow.runtime.delta import partition_path
 
 
 @dataclass(frozen=True)

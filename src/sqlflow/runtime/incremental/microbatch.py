@@ -41,28 +41,26 @@ from __future__ import annotations
 import dataclasses
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import reduce
 from pathlib import Path
-from typing import Callable
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType, TimestampType
 
 from sqlflow.errors import Location
+from sqlflow.identifiers import quote as quote_ident
 from sqlflow.planning.plan import PruneRange, Sink, SourceBinding, StreamPlan
-from sqlflow.runtime.delta import commitlog, deltalog, once
-from sqlflow.runtime import offsets
-from sqlflow.runtime.incremental import older, padding
+from sqlflow.runtime import offsets, snapshot
 from sqlflow.runtime import quarantine as Q
-from sqlflow.runtime import snapshot
-from sqlflow.runtime.incremental import state
 from sqlflow.runtime.analysis_errors import model_errors
 from sqlflow.runtime.batchfn import BatchFunction, Phases
+from sqlflow.runtime.delta import commitlog, deltalog, once
 from sqlflow.runtime.delta.sinks import BatchId, WriteResult, committed, write
+from sqlflow.runtime.incremental import older, padding, state
 from sqlflow.runtime.ownership import quarantine_sink
-from sqlflow.identifiers import quote as quote_ident
 
 SIDE = "__side"
 
@@ -293,7 +291,7 @@ class MicroBatch(BatchFunction):
             frames.append(pad)
         return reduce(DataFrame.unionByName, frames), now, pads, dirty
 
-    def _stats(self, sides: list[DataFrame]) -> "Stats":
+    def _stats(self, sides: list[DataFrame]) -> Stats:
         """What the step needs to know about its new rows, in ONE Spark job over the batch:
         rows per input, quarantine reasons, the event-time range of each prune range's other
         side and each input's max ingest time (both over clean rows). Each input is one global

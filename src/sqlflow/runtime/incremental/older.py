@@ -35,9 +35,9 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import StructType
 
 from sqlflow.errors import Location, SqlflowError
+from sqlflow.identifiers import quote as quote_ident
 from sqlflow.runtime import offsets
 from sqlflow.runtime.incremental import state
-from sqlflow.identifiers import quote as quote_ident
 
 FOLDER = "sqlflow_older"
 KEEP = 3  # records kept: a replay of batch b reads the record of b - 1

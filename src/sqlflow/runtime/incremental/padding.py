@@ -41,17 +41,17 @@ match arrived: the padded row's output partition is reported dirty (for `sqlflow
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Iterable
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.types import (BooleanType, LongType, StringType, StructField, StructType, TimestampType)
+from pyspark.sql.types import BooleanType, LongType, StringType, StructField, StructType, TimestampType
 
+from sqlflow.identifiers import quote as quote_ident
 from sqlflow.planning.plan import SourceBinding, StreamPlan
 from sqlflow.runtime.incremental import state
-from sqlflow.identifiers import quote as quote_ident
 
 CLOSE_STEP = 1_000_000  # write batch id of a flush/idle step: batch * CLOSE_STEP + seq
 

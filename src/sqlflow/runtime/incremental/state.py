@@ -21,10 +21,10 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
+from sqlflow.identifiers import quote as quote_ident
 from sqlflow.runtime import ownership
 from sqlflow.runtime.delta import deltalog, once
 from sqlflow.runtime.delta.sinks import BatchId, quote
-from sqlflow.identifiers import quote as quote_ident
 
 BATCH_COLUMN = "__sqlflow_batch"
 

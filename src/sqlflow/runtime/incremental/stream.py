@@ -23,24 +23,32 @@ from __future__ import annotations
 
 import shutil
 import time
+from collections.abc import Callable
 from functools import reduce
-from typing import Callable
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from sqlflow.engine.context import Context
 from sqlflow.errors import Location, SqlflowError
-from sqlflow.planning.plan import COMMIT_LOG, StreamPlan
-from sqlflow.runtime.delta import sink_truth
 from sqlflow.identifiers import quote as quote_ident
+from sqlflow.planning.plan import COMMIT_LOG, StreamPlan
 from sqlflow.runtime.batchfn import query_failed
+from sqlflow.runtime.delta import once, sink_truth
 from sqlflow.runtime.env_errors import written_paths
-from sqlflow.runtime.delta import once
 from sqlflow.runtime.incremental import older, padding, state
 from sqlflow.runtime.incremental.microbatch import SIDE, BatchReport, MicroBatch, side_column
-from sqlflow.runtime.query import (AVAILABLE_NOW, app_id, checkpoint_dir, is_new, query_id,
-                                   rebuild_command, refuse_new_checkpoint, start_query, wait)
+from sqlflow.runtime.query import (
+    AVAILABLE_NOW,
+    app_id,
+    checkpoint_dir,
+    is_new,
+    query_id,
+    rebuild_command,
+    refuse_new_checkpoint,
+    start_query,
+    wait,
+)
 from sqlflow.runtime.results import StreamResult
 
 

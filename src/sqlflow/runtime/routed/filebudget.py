@@ -21,9 +21,8 @@ from dataclasses import dataclass, field
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from sqlflow.runtime.delta import deltalog
 from sqlflow.identifiers import quote as quote_ident
-from sqlflow.runtime.delta import partition_path
+from sqlflow.runtime.delta import deltalog, partition_path
 
 SALT = "__sqlflow_salt"
 RECENT_COMMITS = 20

@@ -31,8 +31,8 @@ import json
 import os
 import subprocess
 import urllib.request
+from collections.abc import Iterable
 from datetime import datetime, timedelta
-from typing import Iterable
 from zoneinfo import ZoneInfo
 
 from pyspark.sql import SparkSession
@@ -40,10 +40,9 @@ from pyspark.sql import functions as F
 
 from sqlflow.errors import SqlflowError
 from sqlflow.planning.plan import RoutedPlan
-from sqlflow.runtime.delta import commitlog, deltalog
+from sqlflow.runtime.delta import commitlog, deltalog, partition_path
 from sqlflow.runtime.delta.commitlog import Entry
 from sqlflow.runtime.delta.sinks import BatchId
-from sqlflow.runtime.delta import partition_path
 
 NOTIFIED = "notified"
 

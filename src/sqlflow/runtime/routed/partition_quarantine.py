@@ -15,9 +15,9 @@ from __future__ import annotations
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from sqlflow.planning.plan import RouteTarget, RoutedPlan
-from sqlflow.runtime.delta import partition_path
+from sqlflow.planning.plan import RoutedPlan, RouteTarget
 from sqlflow.runtime import quarantine as Q
+from sqlflow.runtime.delta import partition_path
 
 REASON = "__sqlflow_partition_problem"
 

@@ -33,10 +33,10 @@ import dataclasses
 import shutil
 import time
 import uuid
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
-from typing import Callable, Iterator
 
 from pyspark.errors import AnalysisException
 from pyspark.sql import DataFrame, SparkSession
@@ -44,26 +44,33 @@ from pyspark.sql import functions as F
 
 from sqlflow.engine.context import Context
 from sqlflow.errors import Location, SqlflowError
+from sqlflow.identifiers import quote_table as quote
 from sqlflow.planning.plan import COMMIT_LOG, RoutedPlan, RouteTarget, Sink
-from sqlflow.runtime.delta import commitlog, once
+from sqlflow.rendering.sourcemap import SourceMap
 from sqlflow.runtime import offsets
+from sqlflow.runtime import quarantine as Q
+from sqlflow.runtime.analysis_errors import model_errors
+from sqlflow.runtime.batchfn import BatchFunction, query_failed
+from sqlflow.runtime.delta import commitlog, once, sink_truth
+from sqlflow.runtime.delta.deltalog import latest_version
+from sqlflow.runtime.delta.sinks import BatchId, WriteResult, write
+from sqlflow.runtime.env_errors import written_paths
+from sqlflow.runtime.inputs import count_quarantine, range_predicate, read, write_quarantine
+from sqlflow.runtime.ownership import quarantine_sink
+from sqlflow.runtime.query import (
+    AVAILABLE_NOW,
+    app_id,
+    checkpoint_dir,
+    is_new,
+    query_id,
+    rebuild_command,
+    refuse_new_checkpoint,
+    start_query,
+)
+from sqlflow.runtime.results import DateRange, InputRead, RunResult
 from sqlflow.runtime.routed import filebudget as FB
 from sqlflow.runtime.routed import partition_commit as PC
 from sqlflow.runtime.routed import partition_quarantine as PQ
-from sqlflow.runtime.delta import sink_truth
-from sqlflow.runtime import quarantine as Q
-from sqlflow.runtime.ownership import quarantine_sink
-from sqlflow.runtime.analysis_errors import model_errors
-from sqlflow.runtime.batchfn import BatchFunction, query_failed
-from sqlflow.runtime.delta.deltalog import latest_version
-from sqlflow.runtime.delta.sinks import BatchId, WriteResult, write
-from sqlflow.identifiers import quote_table as quote
-from sqlflow.runtime.inputs import count_quarantine, range_predicate, read, write_quarantine
-from sqlflow.runtime.query import (AVAILABLE_NOW, app_id, checkpoint_dir, is_new, query_id,
-                                   rebuild_command, refuse_new_checkpoint, start_query)
-from sqlflow.runtime.results import DateRange, InputRead, RunResult
-from sqlflow.rendering.sourcemap import SourceMap
-from sqlflow.runtime.env_errors import written_paths
 
 
 @dataclass(frozen=True)

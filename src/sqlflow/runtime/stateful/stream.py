@@ -52,9 +52,10 @@ import json
 import shutil
 import threading
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from pyspark.sql import DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
@@ -62,22 +63,29 @@ from pyspark.sql.types import TimestampType
 
 from sqlflow.engine.context import Context
 from sqlflow.errors import Location, SqlflowError
-from sqlflow.planning.plan import COMMIT_LOG, Sink, SourceBinding, StreamPlan
-from sqlflow.runtime.delta import commitlog, once
-from sqlflow.runtime import offsets
-from sqlflow.runtime.delta import sink_truth
-from sqlflow.runtime import quarantine as Q
-from sqlflow.runtime.ownership import quarantine_sink
-from sqlflow.runtime.analysis_errors import model_errors
-from sqlflow.runtime.batchfn import BatchFunction, query_failed
-from sqlflow.runtime.incremental.microbatch import SIDE, BatchReport
-from sqlflow.runtime.delta.sinks import BatchId, PartitionWrite, WriteResult, write
-from sqlflow.runtime.query import (AVAILABLE_NOW, app_id, checkpoint_dir, is_new, query_id,
-                                   rebuild_command, refuse_new_checkpoint, start_query)
-from sqlflow.runtime.results import StreamResult
 from sqlflow.identifiers import quote as quote_ident
 from sqlflow.identifiers import quote_table as quote
+from sqlflow.planning.plan import COMMIT_LOG, Sink, SourceBinding, StreamPlan
+from sqlflow.runtime import offsets
+from sqlflow.runtime import quarantine as Q
+from sqlflow.runtime.analysis_errors import model_errors
+from sqlflow.runtime.batchfn import BatchFunction, query_failed
+from sqlflow.runtime.delta import commitlog, once, sink_truth
+from sqlflow.runtime.delta.sinks import BatchId, PartitionWrite, WriteResult, write
 from sqlflow.runtime.env_errors import written_paths
+from sqlflow.runtime.incremental.microbatch import SIDE, BatchReport
+from sqlflow.runtime.ownership import quarantine_sink
+from sqlflow.runtime.query import (
+    AVAILABLE_NOW,
+    app_id,
+    checkpoint_dir,
+    is_new,
+    query_id,
+    rebuild_command,
+    refuse_new_checkpoint,
+    start_query,
+)
+from sqlflow.runtime.results import StreamResult
 
 KIND, OUT, QROW, TIME = "__kind", "__o", "__q", "__t"
 POLICY = "spark.sql.streaming.multipleWatermarkPolicy"
@@ -392,7 +400,7 @@ class IdleWatch(threading.Thread):
     (One input idle while others bring rows never holds the watermark back: the query's
     watermark is the maximum over inputs.)"""
 
-    def __init__(self, spark: SparkSession, plan: StreamPlan, fn: "StatefulBatch", query):
+    def __init__(self, spark: SparkSession, plan: StreamPlan, fn: StatefulBatch, query):
         super().__init__(name=f"sqlflow-idle-{plan.model}", daemon=True)
         self.spark, self.plan, self.fn, self.query = spark, plan, fn, query
         self.timeout = (plan.idle_timeout_us or 0) / 1e6

@@ -14,8 +14,9 @@ them).
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F

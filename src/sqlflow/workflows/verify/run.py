@@ -47,23 +47,33 @@ import random
 import shutil
 import time
 import uuid
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Literal, Sequence, cast
+from typing import Any, Literal, cast
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from sqlflow.engine.context import Context
 from sqlflow.errors import Location, SqlflowError
 from sqlflow.identifiers import quote as quote_ident
-from sqlflow.project.runmode import STATE_DIR
-from sqlflow.engine.context import Context
 from sqlflow.planning.plan import COMMIT_LOG, BatchPlan, RoutedPlan, SourceBinding, StreamPlan
+from sqlflow.project.runmode import STATE_DIR
 from sqlflow.runtime.delta.sinks import quote
 from sqlflow.runtime.dispatch import is_stream
 from sqlflow.workflows.verify.compare import PartitionDiff, compare
-from sqlflow.workflows.verify.outputs import (bind_copy, check_stream, commit_problems, into_scratch, outputs,
-                                    routed_selection, run_batch_plan, run_stream_once, scratch_batch)
+from sqlflow.workflows.verify.outputs import (
+    bind_copy,
+    check_stream,
+    commit_problems,
+    into_scratch,
+    outputs,
+    routed_selection,
+    run_batch_plan,
+    run_stream_once,
+    scratch_batch,
+)
 
 Order = Literal["auto", "shuffled", "ingest"]
 CHUNK = "__sqlflow_chunk"
@@ -318,7 +328,7 @@ class Arrival:
 
     @classmethod
     def prepare(cls, spark: SparkSession, b: SourceBinding, table: str, version: int | None,
-                order: str, rnd: random.Random, max_chunks: int) -> "Arrival":
+                order: str, rnd: random.Random, max_chunks: int) -> Arrival:
         rows = (spark.sql(f"SELECT * FROM {quote(b.relation)} VERSION AS OF {version}") if version is not None
                 else spark.table(b.relation))
         # unpartitioned, so a chunk coalesced to one partition is one file, one micro-batch
