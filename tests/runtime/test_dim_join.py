@@ -226,7 +226,7 @@ def test_a_day_made_ready_during_the_stream_is_provisional_until_repaired(spark,
         ("a", "2026-11-01"), ("b", "2026-11-01"), ("c", "2026-11-01"), ("d", "2026-11-02"),
         ("e", "2026-11-01")]
     args = ["--project-dir", str(sctx.project_dir)]
-    status = CliRunner().invoke(main, args + ["status", "--select", "inner"])
+    status = CliRunner().invoke(main, args + ["status", "--select", "inner", "--commit-log"])
     assert status.exit_code == 0, status.output
     assert "dt=2026-11-02" in status.output and "provisional" in status.output
     opened = {p.partition: p.provisional for p in C.open_partitions(spark, [plan.sink.table])}
