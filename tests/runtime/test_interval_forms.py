@@ -22,6 +22,7 @@ from sqlflow.analysis.passes.positions import Positions
 from sqlflow.analysis.passes.scopes import ScopeFacts
 from sqlflow.dialect import DIALECT, parse
 from sqlflow.planning.plan import spark_sql
+from sqlflow.project.eventtime import EventTime
 from sqlflow.runtime.dispatch import run_stream
 
 pytestmark = pytest.mark.spark
@@ -56,8 +57,8 @@ FORMS = [
 
 def plan_bound(form: str) -> tuple[int | None, int | None]:
     """The bound the compiler records for `c.t BETWEEN i.t - form AND i.t + form`."""
-    ins = {"ods.imp": InputRel("ods.imp", "ods.imp", "source", True, "imp_ts"),
-           "ods.clk": InputRel("ods.clk", "ods.clk", "source", True, "click_ts")}
+    ins = {"ods.imp": InputRel("ods.imp", "ods.imp", "source", True, EventTime("imp_ts")),
+           "ods.clk": InputRel("ods.clk", "ods.clk", "source", True, EventTime("click_ts"))}
     sql = (f"SELECT * FROM ods.imp i JOIN ods.clk c ON i.ad = c.ad "
            f"AND c.click_ts BETWEEN i.imp_ts - {form} AND i.imp_ts + {form}")
     facts = ScopeFacts(parse(sql), ins)
