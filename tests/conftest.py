@@ -52,3 +52,14 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.spark)
     # Run the JVM-free tests first: a compiler regression shows up before Spark starts.
     items.sort(key=lambda item: 1 if item.get_closest_marker("spark") else 0)
+
+
+@pytest.fixture
+def ansi_mode(spark):
+    """Spark's ANSI mode on for one test (a cast of a bad string fails): dbt-spark turns it off
+    on the shared session (its `server_side_parameters` force `spark.sql.ansi.enabled=false`),
+    and the dbt tests run in this process before the runtime's."""
+    before = spark.conf.get("spark.sql.ansi.enabled")
+    spark.conf.set("spark.sql.ansi.enabled", "true")
+    yield
+    spark.conf.set("spark.sql.ansi.enabled", before)

@@ -34,7 +34,7 @@ def test_a_failure_that_may_pass_says_run_again():
 
 
 @pytest.mark.spark
-def test_a_value_spark_cannot_cast_fails_every_stream_run_with_what_to_fix(spark, tmp_path):
+def test_a_value_spark_cannot_cast_fails_every_stream_run_with_what_to_fix(spark, tmp_path, ansi_mode):
     for db in (ODS, DW):
         spark.sql(f"DROP DATABASE IF EXISTS {db} CASCADE")
         spark.sql(f"CREATE DATABASE {db}")

@@ -78,7 +78,7 @@ def status_json(project_dir):
     return json.loads(out.stdout), time.monotonic() - began
 
 
-def test_one_failing_model_is_restarted_alone_and_marked_failed(spark, setup):
+def test_one_failing_model_is_restarted_alone_and_marked_failed(spark, setup, ansi_mode):
     s = setup
     root = s.stream.project_dir
     append(spark, f"{s.ods}.imps", imps(0, 6) + [imp("poison", 1, at(1, 9, 30))], IMP_SCHEMA)
