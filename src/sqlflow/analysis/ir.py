@@ -16,7 +16,7 @@ from typing import Any, Literal
 from sqlglot import exp
 
 from sqlflow.errors import Location
-from sqlflow.project.eventtime import EventTime
+from sqlflow.project.eventtime import EventTime, HasEventTime
 from sqlflow.project.runmode import Mode
 
 
@@ -27,7 +27,7 @@ JoinKind = Literal["interval", "stream_static", "static_static", "invalid"]
 
 
 @dataclass(frozen=True)
-class InputRel:
+class InputRel(HasEventTime):
     """One relation the model reads, as rendered in its SQL (`dw.stg_ad_clicks`, `ods.t`).
 
     `streaming` says whether it is read as a stream in the mode being compiled. `streamable`
@@ -46,22 +46,6 @@ class InputRel:
     streamable: bool | None = None
     columns: tuple[str, ...] = ()
     ready_marker: str | None = None
-
-    @property
-    def event_time(self) -> str | None:
-        return self.time.event_time
-
-    @property
-    def ingest_time(self) -> str | None:
-        return self.time.ingest_time
-
-    @property
-    def allowed_lateness_us(self) -> int:
-        return self.time.allowed_lateness_us
-
-    @property
-    def future_tolerance_us(self) -> int:
-        return self.time.future_tolerance_us
 
     @property
     def is_stream(self) -> bool:

@@ -23,7 +23,7 @@ from sqlglot import exp
 
 from sqlflow.analysis.ir import InputRel, JoinIR, ModelIR
 from sqlflow.dialect import DIALECT
-from sqlflow.project.eventtime import EventTime
+from sqlflow.project.eventtime import EventTime, HasEventTime
 from sqlflow.project.runmode import AVAILABLE_NOW, Mode
 from sqlflow.rendering.sourcemap import SourceMap
 
@@ -68,7 +68,7 @@ class PruneRange:
 
 
 @dataclass(frozen=True)
-class SourceBinding:
+class SourceBinding(HasEventTime):
     """How one input of the model is read in this plan."""
 
     relation: str  # as written in the model's SQL: `ods.ods_ad_impressions`, `dw.stg_x`
@@ -82,22 +82,6 @@ class SourceBinding:
     watermark: Watermark | None = None
     prune: tuple[PruneRange, ...] = ()
     max_files_per_trigger: int | None = None
-
-    @property
-    def event_time(self) -> str | None:
-        return self.time.event_time
-
-    @property
-    def ingest_time(self) -> str | None:
-        return self.time.ingest_time
-
-    @property
-    def allowed_lateness_us(self) -> int:
-        return self.time.allowed_lateness_us
-
-    @property
-    def future_tolerance_us(self) -> int:
-        return self.time.future_tolerance_us
 
 
 @dataclass(frozen=True)

@@ -43,3 +43,26 @@ class EventTime:
             return cls()
         return cls(None, found[0].ingest_time, max(b.allowed_lateness_us for b in found),
                    max(b.future_tolerance_us for b in found))
+
+
+class HasEventTime:
+    """The block's fields read through a value that carries it as `time` (the IR's `InputRel`,
+    the plan's `SourceBinding`)."""
+
+    time: EventTime
+
+    @property
+    def event_time(self) -> str | None:
+        return self.time.event_time
+
+    @property
+    def ingest_time(self) -> str | None:
+        return self.time.ingest_time
+
+    @property
+    def allowed_lateness_us(self) -> int:
+        return self.time.allowed_lateness_us
+
+    @property
+    def future_tolerance_us(self) -> int:
+        return self.time.future_tolerance_us
