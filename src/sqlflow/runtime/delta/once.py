@@ -38,6 +38,10 @@ from pyspark.sql import SparkSession
 from sqlflow.errors import SqlflowError
 from sqlflow.runtime.delta import deltalog
 
+CLOSE_STEP = 1_000_000
+"""The write batch id of an outer join's flush or idle step is `batch * CLOSE_STEP + seq`
+(`incremental.padding`), so the journal and the start-up check (`sink_truth`) map it back."""
+
 FOLDER = "sqlflow_once"
 KEEP = 3
 MARK = "sqlflow_once"

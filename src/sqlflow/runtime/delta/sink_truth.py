@@ -37,7 +37,6 @@ from sqlflow.runtime.delta import deltalog, once
 
 LOOK_BACK = 500  # commits per table: the commit log is shared, other queries append to it too
 _CHUNK = 25
-CLOSE_STEP = 1_000_000  # padding.CLOSE_STEP: a flush/idle step's batch id is batch * it + seq
 
 
 @dataclass(frozen=True)
@@ -53,7 +52,7 @@ class Held:
     @property
     def step(self) -> int:
         """The micro-batch the append belongs to (a flush/idle step's id is scaled)."""
-        return self.batch // CLOSE_STEP if "__close" in self.app else self.batch
+        return self.batch // once.CLOSE_STEP if "__close" in self.app else self.batch
 
 
 def committed_batch(checkpoint: Path) -> int:

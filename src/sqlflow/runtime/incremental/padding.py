@@ -51,9 +51,10 @@ from pyspark.sql.types import BooleanType, LongType, StringType, StructField, St
 
 from sqlflow.identifiers import quote as quote_ident
 from sqlflow.planning.plan import SourceBinding, StreamPlan
+from sqlflow.runtime.delta import once
 from sqlflow.runtime.incremental import state
 
-CLOSE_STEP = 1_000_000  # write batch id of a flush/idle step: batch * CLOSE_STEP + seq
+CLOSE_STEP = once.CLOSE_STEP  # write batch id of a flush/idle step: batch * CLOSE_STEP + seq
 
 PROGRESS_SCHEMA = StructType([
     StructField("batch", LongType(), False),
