@@ -52,7 +52,7 @@ def resume(model: str) -> None:
 @command.command("rate")
 @click.argument("model")
 @click.argument("source")
-@click.argument("rows_per_s", type=float)
+@click.argument("rows_per_s", type=click.FloatRange(min=0))
 @error_handler
 def rate(model: str, source: str, rows_per_s: float) -> None:
     """Read at most ROWS_PER_S rows per second of SOURCE (a table, e.g. ods.imps) in MODEL;
