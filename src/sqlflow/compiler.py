@@ -54,8 +54,11 @@ class CompileResult:
 
 
 def compile_project(project_dir: Path, *, mode: Mode, select: Sequence[str] | None = None,
-                    target: Any = None, vars: dict[str, Any] | None = None) -> CompileResult:
+                    target: Any = None, vars: dict[str, Any] | None = None,
+                    exclude: Sequence[str] | None = None) -> CompileResult:
     """Compile the project at `project_dir` for `mode`; see CompileResult.
+
+    `select` and `exclude` are dbt's selection grammar (`sqlflow.project.selector_spec`).
 
     Raises SqlflowError for problems that stop compilation early (bad config, Jinja errors,
     unknown refs, cycles, unparseable SQL); stream-safety findings land in the result.
@@ -63,7 +66,8 @@ def compile_project(project_dir: Path, *, mode: Mode, select: Sequence[str] | No
     project = load_project(project_dir)
     target = target or _offline_target()
     everything = render_project(project, target, mode, None, vars)
-    selected = set(everything.dag.select(select)) if select else set(everything.models)
+    selected = (set(everything.dag.select(select, exclude)) if select or exclude
+                else set(everything.models))
     result = CompileResult(mode, diagnostics=list(project.warnings))
     parse_errors: list[Diagnostic] = []
     for name in everything.order:

@@ -97,3 +97,13 @@ def test_stray_commas_sqlglot_would_drop_are_syntax_errors(tmp_path):
     lines = res.stderr.splitlines()
     assert lines[0].startswith("models/m.sql:2:9: error: SQL syntax error: stray comma before `,`")
     assert lines[1].startswith("models/n.sql:3:4: error: SQL syntax error: stray comma before `FROM`")
+
+
+def test_select_folder_and_exclude(tmp_path):
+    root = make_project(tmp_path, models={"staging/good.sql": GOOD, "staging/other.sql": GOOD,
+                                          "marts/top.sql": "select * from {{ ref('good') }}"},
+                        yml={"sources.yml": SOURCES})
+    res = run(root, "--mode", "batch", "--select", "staging good+", "--exclude", "other")
+    assert res.exit_code == 0, res.output
+    assert sorted(p.name for p in (root / "target/sqlflow/batch").glob("*.sql")) == [
+        "good.sql", "top.sql"]

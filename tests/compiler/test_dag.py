@@ -62,7 +62,7 @@ def test_select(dag, selector, expected):
     ("int_abc", "--select `int_abc`: no model named `int_abc`; did you mean `int_ab`?"),
     ("tag:stgg", "--select `tag:stgg`: no model has tag `stgg`; did you mean `stg`?"),
     ("path:models/mart", "no model file under `models/mart`; did you mean `models/marts`?"),
-    ("fqn:x", "unknown selector method `fqn:` in `fqn:x`"),
+    ("fqm:x", "--select `fqm:x`: unknown selector method `fqm:`; did you mean `fqn`?"),
 ])
 def test_select_errors(dag, selector, message):
     with pytest.raises(SqlflowError) as err:

@@ -64,6 +64,17 @@ def context() -> Context:
     return obj["context"]
 
 
+SELECT_HELP = ("dbt's selection grammar: name, folder (staging, staging.*), path:dir, tag:x, "
+               "config.materialized:view, resource_type:model, source:s.t, with +/N+ on either "
+               "side and @; words unite, commas intersect.")
+
+
+def exclude_option(fn):
+    """`--exclude`, dbt's: the nodes it selects are removed from the `--select`ion."""
+    return click.option("--exclude", "exclude", multiple=True,
+                        help="Models to leave out, in the same grammar as --select.")(fn)
+
+
 def parse_vars(text: str | None) -> dict:
     if not text:
         return {}

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
-from sqlflow.errors import Location, SqlflowError, did_you_mean
+from sqlflow.errors import Location, SqlflowError
+from sqlflow.project.selector import SelectGraph, SelectNode, evaluate, parse_selection
 
 
 @dataclass(frozen=True)
@@ -20,6 +21,10 @@ class Dag:
     sources: Mapping[str, tuple[str, ...]]  # model -> "source.table" keys it reads
     paths: Mapping[str, str]
     tags: Mapping[str, tuple[str, ...]]
+    # model id -> what selectors look at (fqn, config, ...); models missing here get one
+    # from their path and tags
+    nodes: Mapping[str, SelectNode] = field(default_factory=dict)
+    package: str = ""  # the project's name, the first part of every fqn
 
     def ancestors(self, name: str) -> set[str]:
         """Every model `name` depends on, transitively (not `name` itself)."""
@@ -29,54 +34,55 @@ class Dag:
         """Every model that depends on `name`, transitively (not `name` itself)."""
         return _reach(name, self.children)
 
-    def select(self, selectors: Sequence[str] | str | None) -> tuple[str, ...]:
-        """The models matched by dbt-style selectors (union), in topological order.
+    def select(self, selectors: Sequence[str] | str | None,
+               exclude: Sequence[str] | str | None = None) -> tuple[str, ...]:
+        """The models `--select` and `--exclude` pick with dbt's grammar, in topological order.
 
-        `name`, `+name` (with ancestors), `name+` (with descendants), `tag:x`,
-        `path:models/staging`; `+`/`+` work on every method. None or empty selects everything.
+        Names, folders (`staging`, `staging.*`), `path:`, `file`, `tag:`, `config.<key>:`,
+        `resource_type:`, `source:`, `package:`, with `+`/`N+` on either side and `@`; words
+        unite, commas intersect (`sqlflow.project.selector_spec`). None or empty selects
+        everything. A part that matches nothing raises, listing what the project has.
         """
-        if not selectors:
+        if not selectors and not exclude:
             return self.order
-        if isinstance(selectors, str):
-            selectors = [selectors]
-        chosen: set[str] = set()
-        for selector in (part for s in selectors for part in s.split()):
-            chosen |= self._select_one(selector)
-        return tuple(n for n in self.order if n in chosen)
+        chosen = self.select_ids(selectors, exclude)
+        return tuple(n for n in self.order if node_id("model", n) in chosen)
 
-    def _select_one(self, selector: str) -> set[str]:
-        up, down = selector.startswith("+"), selector.endswith("+")
-        core = selector.strip("+")
-        matched = self._match(core, selector)
-        out = set(matched)
-        for name in matched:
-            if up:
-                out |= self.ancestors(name)
-            if down:
-                out |= self.descendants(name)
-        return out
+    def select_ids(self, selectors: Sequence[str] | str | None,
+                   exclude: Sequence[str] | str | None = None) -> set[str]:
+        """The unique ids (`model.x`, `source.s.t`, ...) of every node the selection picks."""
+        return evaluate(self.graph(), parse_selection(selectors, exclude))
 
-    def _match(self, core: str, selector: str) -> set[str]:
-        method, _, value = core.partition(":") if ":" in core else ("", "", core)
-        if method == "tag":
-            found = {n for n, tags in self.tags.items() if value in tags}
-            known = sorted({t for tags in self.tags.values() for t in tags})
-            what = f"no model has tag `{value}`"
-        elif method == "path" or (not method and ("/" in value or value.endswith(".sql"))):
-            prefix = value.rstrip("/")
-            found = {n for n, p in self.paths.items()
-                     if p == prefix or p.startswith(prefix + "/")}
-            known = sorted({p.rsplit("/", 1)[0] for p in self.paths.values()})
-            what = f"no model file under `{value}`"
-        elif not method:
-            found = {value} if value in self.paths else set()
-            known, what = sorted(self.paths), f"no model named `{value}`"
-        else:
-            raise SqlflowError(f"unknown selector method `{method}:` in `{selector}`",
-                               hint=did_you_mean(method, ["tag", "path"]))
-        if not found:
-            raise SqlflowError(f"--select `{selector}`: {what}", hint=did_you_mean(value, known))
-        return found
+    def graph(self) -> SelectGraph:
+        """The selectable graph: the models and the sources they read, with their edges."""
+        nodes = dict(self.nodes)
+        parents: dict[str, tuple[str, ...]] = {}
+        children: dict[str, list[str]] = {}
+        for name in self.order:
+            mid = node_id("model", name)
+            ups = [node_id("model", p) for p in self.parents.get(name, ())]
+            for key in self.sources.get(name, ()):
+                sid = node_id("source", key)
+                nodes.setdefault(sid, SelectNode(sid, key, "source", (self.package, *key.split(".", 1)),
+                                                 "", self.package))
+                ups.append(sid)
+            parents[mid] = tuple(ups)
+            for up in ups:
+                children.setdefault(up, []).append(mid)
+            if mid not in nodes:
+                nodes[mid] = SelectNode(mid, name, "model", ("", *_folders(self.paths[name]), name),
+                                        self.paths[name], "", tuple(self.tags.get(name, ())))
+        return SelectGraph(nodes, parents, {k: tuple(v) for k, v in children.items()}, self.package)
+
+
+def node_id(resource_type: str, name: str) -> str:
+    """dbt's unique id without the package: `model.stg_a`, `source.ods.clicks`, `seed.raw_x`."""
+    return f"{resource_type}.{name}"
+
+
+def _folders(path: str) -> tuple[str, ...]:
+    """The folders of a model file below its model path (`models/staging/a.sql` -> staging)."""
+    return tuple(path.split("/")[1:-1])
 
 
 def _reach(start: str, edges: Mapping[str, tuple[str, ...]]) -> set[str]:
@@ -90,8 +96,11 @@ def _reach(start: str, edges: Mapping[str, tuple[str, ...]]) -> set[str]:
     return seen
 
 
-def build_dag(models: Iterable[Any]) -> Dag:
+def build_dag(models: Iterable[Any], fqns: Mapping[str, tuple[str, ...]] | None = None) -> Dag:
     """The DAG of rendered models (anything with name, path, refs, sources and config.tags).
+
+    `fqns` (model name -> dbt's fqn: project, folders, name) lets selectors match folders and
+    the package; without it a model's folders are read from its path.
 
     Raises SqlflowError naming the whole cycle (`a -> b -> a`, each with its file) when refs
     form one; refs to models not given are ignored (render has already checked them).
@@ -110,7 +119,17 @@ def build_dag(models: Iterable[Any]) -> Dag:
         order=tuple(order), parents=parents,
         children={k: tuple(sorted(v)) for k, v in children.items()},
         sources={m.name: tuple(sorted({f"{s}.{t}" for s, t in m.sources})) for m in models},
-        paths=paths, tags={m.name: tuple(m.config.tags) for m in models})
+        paths=paths, tags={m.name: tuple(m.config.tags) for m in models},
+        nodes={node_id("model", m.name): _model_node(m, (fqns or {}).get(m.name)) for m in models},
+        package=next(iter((fqns or {}).values()), ("",))[0])
+
+
+def _model_node(model: Any, fqn: tuple[str, ...] | None) -> SelectNode:
+    fqn = fqn or ("", *_folders(model.path), model.name)
+    dump = getattr(model.config, "model_dump", None)
+    config = dump(by_alias=True) if dump is not None else {"tags": list(model.config.tags)}
+    return SelectNode(node_id("model", model.name), model.name, "model", tuple(fqn), model.path,
+                      fqn[0], tuple(model.config.tags), config)
 
 
 def _toposort(parents: Mapping[str, tuple[str, ...]], children: Mapping[str, list[str]]) -> list[str]:

@@ -429,5 +429,5 @@ def render_project(project: Project, target: Any, mode: Mode = "batch",
     names = check_names(renderer, rendered)
     sink.items.extend(names or check_ownership(renderer, rendered))
     sink.raise_if_errors()
-    dag = build_dag(rendered.values())
+    dag = build_dag(rendered.values(), {n: project.models[n].fqn for n in rendered})
     return RenderedProject({n: rendered[n] for n in dag.select(select)}, dag)

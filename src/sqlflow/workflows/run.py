@@ -31,11 +31,12 @@ from sqlflow.runtime.streams import run_streams
 
 
 def plans_for_run(ctx: Context, mode: Mode, err: Console, *, select: Sequence[str] | None = None,
-                  vars: dict[str, Any] | None = None) -> list[Plan]:
+                  vars: dict[str, Any] | None = None,
+                  exclude: Sequence[str] | None = None) -> list[Plan]:
     """Compile for `mode`, print warnings, raise on errors, write the artifacts (the SQL an
     error message points at) and return the plans to run, inputs first."""
     result = compile_project(ctx.project_dir, mode=mode, select=list(select or []) or None,
-                             target=ctx.target, vars=vars)
+                             target=ctx.target, vars=vars, exclude=list(exclude or []) or None)
     for diag in result.warnings:
         err.print(f"[yellow]{escape(diag.format())}[/yellow]", soft_wrap=True)
     result.raise_if_errors()

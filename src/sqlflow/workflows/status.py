@@ -44,10 +44,10 @@ def iso(seconds: float | None) -> str | None:
 
 
 def stream_plans(project_dir: Path, select: Sequence[str] | None, target: Any,
-                 vars: dict[str, Any] | None) -> list[Any]:
+                 vars: dict[str, Any] | None, exclude: Sequence[str] | None = None) -> list[Any]:
     """The stream plans of the project (compile only: no JVM)."""
     result = compile_project(project_dir, mode="stream", select=list(select or []) or None,
-                             target=target, vars=vars)
+                             target=target, vars=vars, exclude=list(exclude or []) or None)
     result.raise_if_errors()
     return [p for p in result.plans.values()
             if p.kind == "stream" or p.kind == "routed" and p.mode == "stream"]

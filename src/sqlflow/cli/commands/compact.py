@@ -4,17 +4,18 @@ from __future__ import annotations
 
 import click
 
-from sqlflow.cli.support import console, context, err_console, error_handler, escape
+from sqlflow.cli.support import console, context, err_console, error_handler, escape, exclude_option
 
 
 @click.command("compact")
 @click.option("--select", "-s", "select", multiple=True, required=True,
               help="Models to compact (a routed group by its members: path:models/routed): name, tag:x, path:dir.")
+@exclude_option
 @click.option("--where", default=None,
               help="Narrow to partitions matching this predicate on partition columns, "
                    "e.g. \"dt >= '2026-11-01'\".")
 @error_handler
-def command(select: tuple[str, ...], where: str | None) -> None:
+def command(select: tuple[str, ...], exclude: tuple[str, ...], where: str | None) -> None:
     """Bin-pack the files of committed partitions (commit log) up to target_file_size.
 
     Open partitions (hours not yet committed) are left alone: their stream still writes them.
@@ -24,7 +25,8 @@ def command(select: tuple[str, ...], where: str | None) -> None:
     from sqlflow.runtime.delta.compaction import compact
 
     ctx = context()
-    result = compile_project(ctx.project_dir, mode="batch", select=list(select), target=ctx.target)
+    result = compile_project(ctx.project_dir, mode="batch", select=list(select), target=ctx.target,
+                             exclude=list(exclude) or None)
     result.raise_if_errors()
     todo = []
     for plan in result.plans.values():

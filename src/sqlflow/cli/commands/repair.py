@@ -7,14 +7,23 @@ from typing import cast
 
 import click
 
-from sqlflow.cli.support import console, context, err_console, error_handler, escape, parse_vars
+from sqlflow.cli.support import (
+    console,
+    context,
+    err_console,
+    error_handler,
+    escape,
+    exclude_option,
+    parse_vars,
+)
 
 
 @click.command("repair")
 @click.option("--select", "-s", "select", multiple=True, help="Models to repair (default: all).")
+@exclude_option
 @click.option("--vars", "vars_text", default=None, help="YAML mapping of vars, overriding dbt_project.yml.")
 @error_handler
-def command(select: tuple[str, ...], vars_text: str | None) -> None:
+def command(select: tuple[str, ...], exclude: tuple[str, ...], vars_text: str | None) -> None:
     """Recompute provisional and dirty partitions with the batch plan."""
     from sqlflow.planning.plan import BatchPlan, RoutedPlan
     from sqlflow.report.summary import progress_line
@@ -23,7 +32,8 @@ def command(select: tuple[str, ...], vars_text: str | None) -> None:
 
     ctx = context()
     plans = cast(list[BatchPlan | RoutedPlan],  # batch mode plans no StreamPlan
-                 plans_for_run(ctx, "batch", err_console, select=select, vars=parse_vars(vars_text)))
+                 plans_for_run(ctx, "batch", err_console, select=select, vars=parse_vars(vars_text),
+                               exclude=exclude))
     results = repair(ctx, plans, on_run=lambda r: console.print(escape(progress_line(r)), soft_wrap=True))
     for r in results:
         if not r.found:

@@ -6,7 +6,15 @@ import sys
 
 import click
 
-from sqlflow.cli.support import console, context, err_console, error_handler, parse_vars
+from sqlflow.cli.support import (
+    SELECT_HELP,
+    console,
+    context,
+    err_console,
+    error_handler,
+    exclude_option,
+    parse_vars,
+)
 from sqlflow.errors import SqlflowError
 from sqlflow.project.config import parse_duration
 from sqlflow.project.runmode import Mode
@@ -24,7 +32,8 @@ from sqlflow.project.runmode import Mode
 @click.option("--end", type=click.DateTime(formats=["%Y-%m-%d"]), default=None,
               help="Last date of the backfill range (inclusive).")
 @click.option("--select", "-s", "select", multiple=True,
-              help="Models to run: name, +name (with ancestors), name+ (with descendants), tag:x, path:dir.")
+              help=f"Models to run. {SELECT_HELP}")
+@exclude_option
 @click.option("--vars", "vars_text", default=None, help="YAML mapping of vars, overriding dbt_project.yml.")
 @click.option("--full-refresh", is_flag=True,
               help="Stream mode: drop each selected stream model's tables (sink, quarantine; a "
@@ -36,6 +45,7 @@ from sqlflow.project.runmode import Mode
               help="Stream service: serve Prometheus metrics on 127.0.0.1:PORT/metrics.")
 @error_handler
 def run_cmd(mode: Mode, trigger: str | None, start, end, select: tuple[str, ...],
+            exclude: tuple[str, ...],
             vars_text: str | None, full_refresh: bool, stop_timeout: str,
             metrics_port: int | None) -> None:
     """Run models in dependency order and print what each wrote and quarantined.
@@ -60,7 +70,8 @@ def run_cmd(mode: Mode, trigger: str | None, start, end, select: tuple[str, ...]
     if mode == "batch" and full_refresh:
         raise SqlflowError("--full-refresh applies to --mode stream only",
                            hint="a batch run already replaces every partition it computes")
-    plans = plans_for_run(ctx, mode, err_console, select=select, vars=parse_vars(vars_text))
+    plans = plans_for_run(ctx, mode, err_console, select=select, vars=parse_vars(vars_text),
+                          exclude=exclude)
     if mode == "stream":
         try:
             timeout = parse_duration(stop_timeout).total_seconds()

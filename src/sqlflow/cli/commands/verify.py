@@ -9,7 +9,15 @@ from typing import Literal
 
 import click
 
-from sqlflow.cli.support import console, context, err_console, error_handler, escape, parse_vars
+from sqlflow.cli.support import (
+    console,
+    context,
+    err_console,
+    error_handler,
+    escape,
+    exclude_option,
+    parse_vars,
+)
 
 SHOWN_EQUAL = 20  # equal partitions listed per table and run; differing ones are always listed
 
@@ -19,6 +27,7 @@ SHOWN_EQUAL = 20  # equal partitions listed per table and run; differing ones ar
               help="Models to verify: name, +name, name+, tag:x, path:dir (streaming_table models "
                    "of the selection; default: all of them). A routed group's name or any of its "
                    "members verifies the whole group.")
+@exclude_option
 @click.option("--runs", type=click.IntRange(min=1), default=3, show_default=True,
               help="Stream runs per model, each with its own random arrival order and splits.")
 @click.option("--seed", type=int, default=None,
@@ -31,7 +40,7 @@ SHOWN_EQUAL = 20  # equal partitions listed per table and run; differing ones ar
 @click.option("--keep", is_flag=True, help="Keep the scratch schema and checkpoints to inspect them.")
 @click.option("--vars", "vars_text", default=None, help="YAML mapping of vars, overriding dbt_project.yml.")
 @error_handler
-def command(select: tuple[str, ...], runs: int, seed: int | None,
+def command(select: tuple[str, ...], exclude: tuple[str, ...], runs: int, seed: int | None,
             order: Literal["auto", "shuffled", "ingest"], keep: bool, vars_text: str | None) -> None:
     """Check that each streaming model's (or routed group's) stream plan equals its batch plan
     on the current input.
@@ -46,7 +55,7 @@ def command(select: tuple[str, ...], runs: int, seed: int | None,
     seed = random.randrange(10**6) if seed is None else seed
     err_console.print(f"verify: seed {seed} (repeat this check with --seed {seed})")
     reports = verify_project(
-        context(), select=select, runs=runs, seed=seed, order=order, keep=keep,
+        context(), select=select, exclude=exclude, runs=runs, seed=seed, order=order, keep=keep,
         vars=parse_vars(vars_text),
         progress=lambda line: err_console.print(f"  [dim]{escape(line)}[/dim]", soft_wrap=True),
         on_model=lambda report: print_model(report, keep))

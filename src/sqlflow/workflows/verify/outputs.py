@@ -124,11 +124,12 @@ def commit_problems(spark: SparkSession, batch: BatchPlan | RoutedPlan, stream: 
 
 
 def routed_selection(ctx: Context, select: Sequence[str] | None,
-                     vars: dict[str, Any] | None = None) -> list[str] | None:
+                     vars: dict[str, Any] | None = None,
+                     exclude: Sequence[str] | None = None) -> list[str] | None:
     """`select` with every routed group it touches made whole: a group's name, or any one
     member, selects all members, so the compiler fuses them into the group's RoutedPlan (a
     lone member would keep its ordinary plan, which is not what the group runs)."""
-    if not select:
+    if not select and not exclude:
         return None
     from sqlflow.planning.fusion import route_groups
     from sqlflow.project.load import load_project
@@ -136,8 +137,8 @@ def routed_selection(ctx: Context, select: Sequence[str] | None,
 
     everything = render_project(load_project(ctx.project_dir), ctx.target, "stream", None, vars)
     groups = route_groups(everything.models)
-    terms = [m for s in select for part in s.split() for m in groups.get(part, [part])]
-    chosen = set(everything.dag.select(terms))
+    terms = [m for s in select or () for part in s.split() for m in groups.get(part, [part])]
+    chosen = set(everything.dag.select(terms, exclude))
     for members in groups.values():
         if chosen & set(members):
             chosen |= set(members)

@@ -132,7 +132,8 @@ Plan = StreamPlan | RoutedPlan
 
 # --- a project: compile, select, verify each streaming model --------------------------------------
 
-def verify_project(ctx: Context, *, select: Sequence[str] | None = None, runs: int = 3, seed: int = 0,
+def verify_project(ctx: Context, *, select: Sequence[str] | None = None,
+                   exclude: Sequence[str] | None = None, runs: int = 3, seed: int = 0,
                    order: Order = "auto", keep: bool = False, vars: dict[str, Any] | None = None,
                    progress: Progress | None = None,
                    on_model: Callable[[ModelReport], None] | None = None) -> list[ModelReport]:
@@ -144,7 +145,7 @@ def verify_project(ctx: Context, *, select: Sequence[str] | None = None, runs: i
     """
     from sqlflow.compiler import compile_project
 
-    chosen_models = routed_selection(ctx, select, vars)
+    chosen_models = routed_selection(ctx, select, vars, exclude)
     streams = compile_project(ctx.project_dir, mode="stream", select=chosen_models,
                               target=ctx.target, vars=vars)
     streams.raise_if_errors()
