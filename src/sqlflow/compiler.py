@@ -15,7 +15,7 @@ from typing import Any
 
 from sqlflow.analysis.analyze import analyze
 from sqlflow.analysis.ir import InputRel, ModelIR
-from sqlflow.analysis.stream_safety import check
+from sqlflow.analysis.stream_safety import check, stream_input_findings
 from sqlflow.errors import Diagnostic, Location, SqlflowError
 from sqlflow.planning.delta.linear import DeltaRuleError
 from sqlflow.planning.plan import COMMIT_LOG, Mode, Plan
@@ -82,7 +82,7 @@ def compile_project(project_dir: Path, *, mode: Mode, select: Sequence[str] | No
         result.irs[name] = ir
         if name not in selected:
             continue
-        findings = check(ir, mode)
+        findings = check(ir, mode) + stream_input_findings(ir, rendered.config.materialized, mode)
         result.diagnostics.extend(findings)
         result.rendered[name] = rendered
         if any(d.severity == "error" for d in findings):

@@ -116,6 +116,23 @@ def check(ir: ModelIR, mode: Mode | None = None) -> list[Diagnostic]:
     return sorted(sink.items, key=_order)
 
 
+def stream_input_findings(ir: ModelIR, materialized: str, mode: Mode) -> list[Diagnostic]:
+    """A `streaming_table` that reads no stream input cannot run in stream mode: an error there
+    (so `check` reports it, and `run --mode stream --full-refresh` stops before dropping
+    anything: docs/semantics.md, the full-refresh paragraph); its batch plan still backfills it."""
+    if mode != "stream" or materialized != "streaming_table" or any(
+            i.is_stream for i in ir.inputs):
+        return []
+    read = ir.reads[0] if ir.reads else None
+    where = (read.location if read else None) or ir.location or Location(ir.path)
+    shown = ", ".join(f"`{i.relation}`" for i in ir.inputs if i.relation != "sqlflow.commit_log")
+    return [Diagnostic(
+        f"model `{ir.model}` is a `streaming_table` but reads no stream input "
+        f"({'it reads ' + shown if shown else 'it reads no table'}): its stream has nothing to read",
+        where, "read an event source (a source table with `event_time` in `meta.sqlflow`) or a "
+               "`streaming_table` model, or materialize the model as `table`")]
+
+
 def _model_findings(ir: ModelIR, sink: DiagnosticSink) -> None:
     _dim_join_findings(ir, sink)
     names = [c.name for c in ir.outputs]

@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from sqlflow.errors import Diagnostic, DiagnosticSink, Location, SqlflowError, did_you_mean
 from sqlflow.identifiers import RULE, problem
 from sqlflow.project.config import check_layer, merge_config, normalize_keys
+from sqlflow.project.left_to_dbt import dbt_only_notices
 from sqlflow.project.sources import Column, SourceTable, columns_of, line_of, load_yaml, source_tables
 
 PROJECT_FILE = "dbt_project.yml"
@@ -117,7 +118,9 @@ def load_project(project_dir: Path) -> Project:
         name=pfile.name, profile=pfile.profile, root=root, vars=_project_vars(pfile),
         model_paths=tuple(pfile.model_paths), macro_paths=tuple(pfile.macro_paths),
         models=models, sources=sources, macros=macros, macro_files=macro_files,
-        warnings=tuple(sink.warnings) + tuple(_unused_paths(pfile, models)),
+        warnings=tuple(sink.warnings) + tuple(_unused_paths(pfile, models)) + tuple(
+            dbt_only_notices(root, pfile.model_paths,
+                             (pfile.model_extra or {}).get("snapshot-paths") or ["snapshots"])),
     )
 
 

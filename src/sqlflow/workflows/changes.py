@@ -28,6 +28,11 @@ def git(project_dir: Path, *args: str) -> str:
         raise SqlflowError("git was not found", hint="install git, or run without a ref") from None
     if done.returncode != 0:
         err = done.stderr.decode(errors="replace").strip().splitlines()
+        if any("not a git repository" in line for line in err):
+            raise SqlflowError(f"{project_dir} is not inside a git repository, so there is no "
+                               "revision to compare with",
+                               hint="run this in a git clone of the project (or `git init` and "
+                                    "commit it first)")
         raise SqlflowError(f"`git {' '.join(args)}` failed: {err[-1] if err else done.returncode}",
                            hint="pass a commit, branch or tag that exists, e.g. origin/main")
     return done.stdout.decode()
@@ -62,10 +67,7 @@ def touched_models(project: Project, files: set[str]) -> set[str]:
     if "dbt_project.yml" in files:
         return set(project.models)
     touched = {name for name, node in project.models.items() if node.path in files}
-    changed_macros = _changed_macros(project, files)
-    for name, node in project.models.items():
-        if any(_calls(node.raw_sql, m) for m in changed_macros):
-            touched.add(name)
+    touched |= set(macro_callers(project, files))
     ymls = {f for f in files if f.endswith((".yml", ".yaml"))}
     if ymls:
         for name, node in project.models.items():
@@ -79,6 +81,18 @@ def touched_models(project: Project, files: set[str]) -> set[str]:
                 touched.add(name)
         touched |= _named_in(project, ymls)
     return touched
+
+
+def macro_callers(project: Project, files: set[str]) -> dict[str, tuple[str, ...]]:
+    """Models that call a macro defined in the changed `files` (directly or through other
+    macros), each with the changed macros it calls, directly or not."""
+    changed = _changed_macros(project, files)
+    out = {}
+    for name, node in project.models.items():
+        called = tuple(sorted(m for m in changed if _calls(node.raw_sql, m)))
+        if called:
+            out[name] = called
+    return out
 
 
 def _changed_macros(project: Project, files: set[str]) -> set[str]:

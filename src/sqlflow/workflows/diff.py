@@ -30,7 +30,9 @@ from sqlflow.compiler import compile_project
 from sqlflow.dialect import DIALECT
 from sqlflow.errors import SqlflowError
 from sqlflow.planning.plan import RoutedPlan, Sink
-from sqlflow.workflows.changes import export_revision
+from sqlflow.project.dag import build_dag
+from sqlflow.project.load import load_project
+from sqlflow.workflows.changes import changed_files, export_revision, macro_callers
 
 IMPACTS = ("safe", "backfill", "full_refresh")
 
@@ -64,12 +66,12 @@ class Change:
 @dataclass
 class ModelDiff:
     model: str
-    status: str  # added | removed | changed | unchanged
+    status: str  # added | removed | changed | unchanged | downstream (of a changed macro)
     changes: list[Change] = field(default_factory=list)
 
     @property
     def impact(self) -> str:
-        if self.status == "added":
+        if self.status in ("added", "downstream"):
             return "backfill"
         if self.status == "removed":
             return "safe"
@@ -174,7 +176,28 @@ def diff_project(project_dir: Path, base: str) -> list[ModelDiff]:
                                f"{exc.diagnostics[0].format()}",
                                hint="pick a base that compiles, e.g. the merge base") from None
     diffs = [compare(before.get(m), after.get(m), m) for m in sorted(set(before) | set(after))]
-    return [d for d in diffs if d.status != "unchanged"]
+    listed = [d for d in diffs if d.status != "unchanged"]
+    return listed + _downstream_of_macros(project_dir, base, {d.model for d in listed})
+
+
+def _downstream_of_macros(project_dir: Path, base: str, listed: set[str]) -> list[ModelDiff]:
+    """Every model downstream (transitively) of a model that calls a changed macro, not
+    already listed: its own plan is the same, but it reads rows the new macro computes."""
+    project = load_project(project_dir)
+    callers = macro_callers(project, changed_files(project_dir, base))
+    if not callers:
+        return []
+    dag = build_dag(compile_project(project_dir, mode="batch").rendered.values())
+    out: dict[str, ModelDiff] = {}
+    for caller in (c for c in dag.order if c in callers):
+        for model in (m for m in dag.order if m in dag.descendants(caller)):
+            if model not in listed and model not in out:
+                macros = ", ".join(f"`{m}`" for m in callers[caller])
+                out[model] = ModelDiff(model, "downstream", [Change(
+                    "upstream", None, caller, "backfill",
+                    f"reads `{caller}` (through its refs), which calls the changed macro "
+                    f"{macros}: rows already written used the old macro")])
+    return [out[m] for m in dag.order if m in out]
 
 
 def to_json(diffs: list[ModelDiff]) -> str:
@@ -192,7 +215,7 @@ def to_text(diffs: list[ModelDiff]) -> str:
                    "full_refresh": "STATE-INCOMPATIBLE: full refresh/backfill needed"}[d.impact]
         lines.append(f"{d.model}: {d.status} — {verdict}")
         for c in d.changes:
-            if c.term in ("columns", "sql"):
+            if c.term in ("columns", "sql", "upstream"):
                 lines.append(f"  {c.term}: {c.note}")
             else:
                 lines.append(f"  {c.term}: {_show(c.before)} -> {_show(c.after)}")

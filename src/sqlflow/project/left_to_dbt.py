@@ -1,0 +1,72 @@
+"""The nodes of a dbt project that sqlflow leaves to dbt: snapshots and Python models.
+
+sqlflow never skips them silently: `load_project` turns what it finds here into one warning
+per kind, which every command that compiles prints once, with the dbt command that builds
+them (docs/authoring.md, "Bring your dbt project").
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from pathlib import Path
+
+import yaml
+
+from sqlflow.errors import Diagnostic, Location
+
+_SNAPSHOT_BLOCK = re.compile(r"{%-?\s*snapshot\s+([A-Za-z_][A-Za-z0-9_]*)")
+
+
+def dbt_only_notices(root: Path, model_paths: Iterable[str],
+                     snapshot_paths: Iterable[str]) -> list[Diagnostic]:
+    """One warning for the Python models and one for the snapshots the project has, if any.
+
+    >>> dbt_only_notices(Path("/nonexistent"), ["models"], ["snapshots"])
+    []
+    """
+    out = []
+    python = [(f.stem, f.relative_to(root).as_posix())
+              for mpath in model_paths for f in _files(root / mpath, "*.py")]
+    if python:
+        names = " ".join(name for name, _ in python)
+        out.append(Diagnostic(
+            f"sqlflow does not run Python models; it leaves {_listed(python)} to dbt",
+            Location(python[0][1]),
+            f"build them with `sqlflow dbt run --select {names}` (dbt's own runner)",
+            severity="warning"))
+    snapshots = [found for spath in snapshot_paths for found in _snapshots(root, root / spath)]
+    if snapshots:
+        out.append(Diagnostic(
+            f"sqlflow does not run snapshots; it leaves {_listed(snapshots)} to dbt",
+            Location(snapshots[0][1]),
+            "build them with `sqlflow dbt snapshot` (dbt's timestamp and check strategies)",
+            severity="warning"))
+    return out
+
+
+def _files(folder: Path, pattern: str) -> list[Path]:
+    return sorted(folder.rglob(pattern)) if folder.is_dir() else []
+
+
+def _snapshots(root: Path, folder: Path) -> list[tuple[str, str]]:
+    """(name, path) of each snapshot: `{% snapshot %}` blocks in .sql files, and yml entries
+    of `snapshots:` that name a `relation` (dbt 1.9's yml snapshots)."""
+    found = []
+    for file in _files(folder, "*.sql"):
+        rel = file.relative_to(root).as_posix()
+        found += [(name, rel) for name in _SNAPSHOT_BLOCK.findall(file.read_text(errors="replace"))]
+    for file in [*_files(folder, "*.yml"), *_files(folder, "*.yaml")]:
+        try:
+            data = yaml.safe_load(file.read_text(errors="replace"))
+        except yaml.YAMLError:
+            continue  # dbt reports a broken yml; it is not a model file of ours
+        entries = data.get("snapshots") if isinstance(data, dict) else None
+        for entry in entries if isinstance(entries, list) else []:
+            if isinstance(entry, dict) and isinstance(entry.get("name"), str) and "relation" in entry:
+                found.append((entry["name"], file.relative_to(root).as_posix()))
+    return found
+
+
+def _listed(found: list[tuple[str, str]]) -> str:
+    return ", ".join(f"`{name}` ({path})" for name, path in found)
