@@ -133,6 +133,9 @@ class Sink:
     owner: str | None = None
     role: str = "sink"
     origin: str = ""
+    # dbt's own materializations: a table at this relation without a sqlflow owner is the one
+    # dbt built for the model, taken over as dbt would replace it (sqlflow.planning.formats)
+    adopt_unowned: bool = False
 
 
 @dataclass(frozen=True)

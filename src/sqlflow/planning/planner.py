@@ -9,6 +9,7 @@ from typing import Any
 from sqlglot import exp
 
 from sqlflow.analysis.ir import InputRel, JoinIR, ModelIR
+from sqlflow.planning.formats import DBT_MATERIALIZATIONS, file_format
 from sqlflow.planning.plan import (
     COMMIT_LOG,
     BatchPlan,
@@ -65,8 +66,10 @@ def build_plan(rendered: Any, ir: ModelIR, mode: Mode, *,
     return BatchPlan(
         model=rendered.name, path=rendered.path, materialized=config.materialized,
         sql=spark_sql(bind_relations(ir.ast, views)), sources=sources,
-        sink=Sink(table, write, partition_by, file_format=config.file_format or "delta",
-                  owner=rendered.name, origin=_sink_origin(rendered)),
+        sink=Sink(table, write, partition_by,
+                  file_format=file_format(config.materialized, config.file_format),
+                  owner=rendered.name, origin=_sink_origin(rendered),
+                  adopt_unowned=config.materialized in DBT_MATERIALIZATIONS),
         quarantine=quarantine, quarantine_origin=q_origin,
         event_time=config.event_time or ir.event_time,
         backfill_margin_us=backfill_margin(ir, partition_by) if views else None, warnings=warnings,
@@ -116,7 +119,8 @@ def _stream_plan(rendered: Any, ir: ModelIR, table: str, partition_by: tuple[str
         strategy=strategy, sql=sql, sources=sources,
         sink=Sink(table, "append_once", partition_by,
                   checkpoint=f"{STATE_DIR}/checkpoints/{rendered.name}",
-                  file_format=config.file_format or "delta", owner=rendered.name,
+                  file_format=file_format(config.materialized, config.file_format),
+                  owner=rendered.name,
                   origin=_sink_origin(rendered)),
         quarantine=quarantine, trigger=_trigger(config.trigger), padding_sql=padding,
         idle_timeout_us=micros(config.idle_timeout) if config.idle_timeout is not None else None,

@@ -41,15 +41,17 @@ def _literal(value: str) -> str:
 
 
 def check(spark: SparkSession, table: str, owner: str, role: str, *, action: str,
-          origin: str = "", info: TableInfo | None = None) -> None:
+          origin: str = "", info: TableInfo | None = None, adopt: bool = False) -> None:
     """Refuse to `action` (replace, overwrite, append to, drop) `table` unless it does not exist
-    or `owner` owns it. `info`: the table's description when the caller has it."""
+    or `owner` owns it. `info`: the table's description when the caller has it. `adopt`: a
+    table with no owner is accepted (a dbt materialization's table, as `dbt run` built it:
+    docs/semantics.md, "File formats")."""
     if info is None:
         if not spark.catalog.tableExists(table):
             return
         info = deltalog.describe(spark, table)
     found = info.owner
-    if found is not None and found[0] == owner:
+    if found is not None and found[0] == owner or found is None and adopt:
         return
     if found is None:
         whose = ("it was not created by sqlflow (no `sqlflow.model` table property): a source, "
@@ -86,9 +88,11 @@ def check_plans(spark: SparkSession, plans, *, action: str) -> None:
     table it does not own (`action`: replace, drop)."""
     for plan in plans:
         view = getattr(plan, "sink", None) is not None and plan.sink.write == "view"
+        adopt = bool(getattr(getattr(plan, "sink", None), "adopt_unowned", False))
         for table, owner, role, origin in plan_tables(plan):
             if not (view and role == "sink"):  # a view is checked when it is replaced
-                check(spark, table, owner, role, action=action, origin=origin)
+                check(spark, table, owner, role, action=action, origin=origin,
+                      adopt=adopt and role == "sink")
 
 
 def quarantine_sink(plan: Any, write: Write, partition_by: tuple[str, ...]) -> Sink:

@@ -29,7 +29,7 @@ from pyspark.sql import functions as F
 from sqlflow.errors import SqlflowError
 from sqlflow.identifiers import quote as quote_ident
 from sqlflow.planning.plan import Sink
-from sqlflow.runtime import ownership
+from sqlflow.runtime import ownership, plain_tables
 from sqlflow.runtime.delta import deltalog, once, partition_path
 from sqlflow.runtime.delta.deltalog import TableInfo, quote
 from sqlflow.runtime.env_errors import environment_problem
@@ -91,14 +91,19 @@ def write(spark: SparkSession, sink: Sink, rows: DataFrame | None = None, *, sql
     1.2 s more on two cores. Routing shapes its own files and turns it off.
     """
     if sink.write != "view" and sink.file_format != "delta":
-        raise SqlflowError(f"table `{sink.table}` is configured as `{sink.file_format}`; sqlflow "
-                           "writes Delta tables only", hint="set file_format='delta' in the model config")
+        if sink.write not in ("replace", "overwrite_partitions") or rows is None:
+            raise SqlflowError(f"table `{sink.table}` is configured as `{sink.file_format}`; a "
+                               f"`{sink.write}` write needs Delta",
+                               hint="set file_format='delta' in the model config")
+        written = plain_tables.write(spark, sink, rows, replace_where=replace_where)
+        return WriteResult(sink.table, sink.write, rows=written)  # no Delta log: no version
     if sink.write == "view":
         if sql is None:
             raise ValueError("a view sink needs its SQL")
         if sink.owner:
             ownership.check(spark, sink.table, sink.owner, sink.role, action="replace",
-                            origin=sink.origin)
+                            origin=sink.origin, adopt=sink.adopt_unowned)
+            plain_tables.drop_if_table(spark, sink.table)  # dbt drops a table in a view's place
         _ensure_database(spark, sink.table)
         props = f" {ownership.tblproperties(sink.owner, sink.role)}" if sink.owner else ""
         spark.sql(f"CREATE OR REPLACE VIEW {quote(sink.table)}{props} AS {sql}")
@@ -109,7 +114,12 @@ def write(spark: SparkSession, sink: Sink, rows: DataFrame | None = None, *, sql
     # docs/semantics.md, "Table ownership"; state tables have reserved `__sqlflow_` names
     if sink.owner and info is not None and sink.role != "state":
         ownership.check(spark, sink.table, sink.owner, sink.role, info=info,
-                        action=_ACTIONS[sink.write], origin=sink.origin)
+                        action=_ACTIONS[sink.write], origin=sink.origin, adopt=sink.adopt_unowned)
+        if info.owner is None and info.format == "delta" and sink.write != "replace":
+            plain_tables.claim(spark, sink)  # adopted (dbt built it): record the owner
+    if info is not None and info.format != "delta":  # `replace` only (_existing): dbt-spark
+        plain_tables.drop(spark, sink.table, info)   # drops a non-Delta relation too
+        info = None
     _ensure_database(spark, sink.table)
     before = None if info is None else deltalog.latest_version(spark, sink.table, info.location)
     if sink.write == "append_once" and batch is not None and batch.journal is not None:
@@ -220,6 +230,8 @@ def _existing(spark: SparkSession, sink: Sink) -> TableInfo | None:
     if not spark.catalog.tableExists(sink.table):
         return None
     detail = deltalog.describe(spark, sink.table)
+    if detail.format != "delta" and sink.write == "replace":
+        return detail  # replaced by a Delta table once its owner is checked, as dbt-spark does
     if detail.format != "delta":
         raise SqlflowError(f"table `{sink.table}` exists but is `{detail.format or 'a view'}`, not Delta",
                            hint=f"drop it (`DROP TABLE {sink.table}`) and run again")
