@@ -10,7 +10,7 @@ import pytest
 
 from helpers import make_project
 
-from .test_selectors import CASES, MODELS, SOURCES
+from .test_selectors import CASES, EXCLUDES, MODELS, SOURCES
 
 pytestmark = pytest.mark.dbt
 
@@ -27,10 +27,11 @@ def dbt_ls(tmp_path_factory):
     assert parsed.success, parsed.exception
     runner = dbtRunner(manifest=parsed.result)
 
-    def ls(select) -> set[str]:
-        words = [select] if isinstance(select, str) else list(select)
-        res = runner.invoke(["ls", *common, "--resource-type", "model", "--output", "name",
-                             "--select", *words])
+    def ls(select, exclude=None) -> set[str]:
+        words = [select] if isinstance(select, str) else list(select or [])
+        args = ["--select", *words] if words else []
+        args += ["--exclude", *exclude.split()] if exclude else []
+        res = runner.invoke(["ls", *common, "--resource-type", "model", "--output", "name", *args])
         assert res.success, res.exception
         return set(res.result or [])
 
@@ -40,3 +41,8 @@ def dbt_ls(tmp_path_factory):
 @pytest.mark.parametrize("selector, expected", CASES, ids=lambda c: str(c))
 def test_dbt_selects_the_same_models(dbt_ls, selector, expected):
     assert dbt_ls(selector) == set(expected)
+
+
+@pytest.mark.parametrize("select, exclude, expected", EXCLUDES)
+def test_dbt_excludes_the_same_models(dbt_ls, select, exclude, expected):
+    assert dbt_ls(select, exclude) == set(expected)
