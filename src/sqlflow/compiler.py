@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from sqlflow.analysis.analyze import analyze
+from sqlflow.analysis.ephemeral import ephemeral_chain
 from sqlflow.analysis.ir import InputRel, ModelIR
 from sqlflow.analysis.stream_safety import check
 from sqlflow.errors import Diagnostic, Location, SqlflowError
@@ -39,6 +40,7 @@ class CompileResult:
     irs: dict[str, ModelIR] = field(default_factory=dict)
     rendered: dict[str, RenderedModel] = field(default_factory=dict)
     diagnostics: list[Diagnostic] = field(default_factory=list)
+    seeds: tuple[str, ...] = ()  # the selected seeds (sqlflow seed / build load them)
 
     @property
     def errors(self) -> list[Diagnostic]:
@@ -64,14 +66,24 @@ def compile_project(project_dir: Path, *, mode: Mode, select: Sequence[str] | No
     target = target or _offline_target()
     everything = render_project(project, target, mode, None, vars)
     selected = set(everything.dag.select(select)) if select else set(everything.models)
-    result = CompileResult(mode, diagnostics=list(project.warnings))
+    result = CompileResult(mode, diagnostics=list(project.warnings),
+                           seeds=tuple(n for n in everything.seeds if not select or n in selected))
+    refs = {n: m.refs for n, m in everything.models.items()}
+    ephemerals = {n for n, m in everything.models.items() if m.config.materialized == "ephemeral"}
     parse_errors: list[Diagnostic] = []
     for name in everything.order:
         rendered = everything.models[name]
+        chain = [everything.models[e] for e in ephemeral_chain(name, refs, ephemerals)]
+        inputs = _inputs(project, everything.models, result.irs, rendered, mode)
+        inlined = {str(e.relation).lower() for e in chain}
+        for model in chain:  # an ephemeral's inputs are read as the model reading it reads them
+            as_reader = dataclasses.replace(model, config=rendered.config)
+            inputs.update(_inputs(project, everything.models, result.irs, as_reader, mode))
         try:
             ir = analyze(rendered.sql, model=name, path=rendered.path, mode=mode,
-                         inputs=_inputs(project, everything.models, result.irs, rendered, mode),
-                         locate=rendered.locate, partition_by=column_list(rendered.config.partition_by))
+                         inputs={k: v for k, v in inputs.items() if k not in inlined},
+                         locate=rendered.locate, partition_by=column_list(rendered.config.partition_by),
+                         ctes=[(str(e.relation), e.sql) for e in chain])
         except SqlflowError as exc:
             parse_errors.extend(exc.diagnostics)
             continue
