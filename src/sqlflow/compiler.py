@@ -22,6 +22,7 @@ from sqlflow.planning.delta.linear import DeltaRuleError
 from sqlflow.planning.plan import COMMIT_LOG, Mode, Plan
 from sqlflow.planning.planner import build_plan
 from sqlflow.project.config import column_list
+from sqlflow.project.dag import Dag
 from sqlflow.project.eventtime import EventTime
 from sqlflow.project.load import Project, load_project
 from sqlflow.project.profiles import Target
@@ -40,7 +41,8 @@ class CompileResult:
     irs: dict[str, ModelIR] = field(default_factory=dict)
     rendered: dict[str, RenderedModel] = field(default_factory=dict)
     diagnostics: list[Diagnostic] = field(default_factory=list)
-    seeds: tuple[str, ...] = ()  # the selected seeds (sqlflow seed / build load them)
+    seeds: dict[str, str] = field(default_factory=dict)  # selected seed -> its table
+    dag: Dag | None = None  # every model and seed, selected or not
 
     @property
     def errors(self) -> list[Diagnostic]:
@@ -67,7 +69,9 @@ def compile_project(project_dir: Path, *, mode: Mode, select: Sequence[str] | No
     everything = render_project(project, target, mode, None, vars)
     selected = set(everything.dag.select(select)) if select else set(everything.models)
     result = CompileResult(mode, diagnostics=list(project.warnings),
-                           seeds=tuple(n for n in everything.seeds if not select or n in selected))
+                           seeds={n: str(r) for n, r in everything.seeds.items()
+                                  if not select or n in selected})
+    result.dag = everything.dag
     refs = {n: m.refs for n, m in everything.models.items()}
     ephemerals = {n for n, m in everything.models.items() if m.config.materialized == "ephemeral"}
     parse_errors: list[Diagnostic] = []

@@ -44,6 +44,7 @@ class ProjectFile(BaseModel):
     model_paths: list[str] = Field(default_factory=lambda: ["models"], alias="model-paths")
     macro_paths: list[str] = Field(default_factory=lambda: ["macros"], alias="macro-paths")
     seed_paths: list[str] = Field(default_factory=lambda: ["seeds"], alias="seed-paths")
+    test_paths: list[str] = Field(default_factory=lambda: ["tests"], alias="test-paths")
     vars: dict[str, Any] = Field(default_factory=dict)
     models: dict[str, Any] = Field(default_factory=dict)
     seeds: dict[str, Any] = Field(default_factory=dict)
@@ -99,6 +100,7 @@ class Project(BaseModel):
     # dbt_project.yml `dispatch:`: macro namespace -> the packages searched, in order
     dispatch: dict[str, tuple[str, ...]] = Field(default_factory=dict)
     seeds: dict[str, SeedNode] = Field(default_factory=dict)
+    test_paths: tuple[str, ...] = ("tests",)
     warnings: tuple[Diagnostic, ...] = ()
 
     def source(self, source_name: str, table_name: str) -> SourceTable | None:
@@ -134,6 +136,7 @@ def load_project(project_dir: Path) -> Project:
         model_paths=tuple(pfile.model_paths), macro_paths=tuple(pfile.macro_paths),
         models=models, sources=sources, macros=macros, macro_files=macro_files,
         packages=packages, dispatch=_dispatch(pfile, sink), seeds=seeds,
+        test_paths=tuple(pfile.test_paths),
         warnings=tuple(sink.warnings) + tuple(_unused_paths(pfile, models)),
     )
 

@@ -7,6 +7,7 @@ of dbt_project.yml (root first, the most specific folder last), then its yml `co
 
 from __future__ import annotations
 
+import csv
 from pathlib import Path
 from typing import Any
 
@@ -129,3 +130,9 @@ def read_seeds(root: Path, project: str, seed_paths: list[str], tree: dict[str, 
                                    columns_yml=tuple(c for c in columns if isinstance(c, dict)),
                                    yml_path=yml_path)
     return seeds
+
+
+def seed_columns(file: Path, delimiter: str = ",") -> list[str]:
+    """The column names of a seed file (its header row)."""
+    with file.open(newline="", encoding="utf-8") as handle:
+        return next(csv.reader(handle, delimiter=delimiter), [])

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from types import SimpleNamespace
 from typing import Any, Literal
@@ -137,6 +137,20 @@ class Renderer:
             name=name, path=node.path, sql=sql, refs=tuple(dict.fromkeys(ctx.refs)),
             sources=tuple(dict.fromkeys(ctx.sources)), config=config,
             relation=self.relation_of(name), inputs=tuple(dict.fromkeys(ctx.inputs)),
+            source_map=source_map)
+
+    def render_node(self, node: ModelNode, extra: dict[str, Any] | None = None) -> RenderedModel:
+        """Render a node that is not one of the project's models (a dbt data test) as a model
+        is rendered; `extra` adds names to its context."""
+        config = _validate(dict(node.base_config), node)
+        ctx = _ModelRun(self, node, config, capture=False)
+        ctx.context.update(extra or {})
+        marked = self._run(node, ctx)
+        sql, source_map = strip_markers(node.path, node.raw_sql, marked)
+        return RenderedModel(
+            name=node.name, path=node.path, sql=sql, refs=tuple(dict.fromkeys(ctx.refs)),
+            sources=tuple(dict.fromkeys(ctx.sources)), config=config,
+            relation=Relation("", node.name), inputs=tuple(dict.fromkeys(ctx.inputs)),
             source_map=source_map)
 
     def final_config(self, name: str) -> ModelConfig:
@@ -273,7 +287,12 @@ class _ModelRun:
         self.sources: list[tuple[str, str]] = []
         self.inputs: list[InputRelation] = []
         self.config = _Config(node, config, capture)
-        this = _base_relation(renderer, node) if capture else renderer.relation_of(node.name)
+        if node.name not in renderer.project.models:  # a data test (render_node)
+            this = Relation("", node.name)
+        elif capture:
+            this = _base_relation(renderer, node)
+        else:
+            this = renderer.relation_of(node.name)
         self.context = renderer._base_context()
         self.context.update({
             "ref": self.ref, "source": self.source, "config": self.config, "this": this,
@@ -484,7 +503,7 @@ class RenderedProject:
 
     models: dict[str, RenderedModel]
     dag: Dag
-    seeds: tuple[str, ...] = ()  # the selected seeds (enabled), in name order
+    seeds: dict[str, Relation] = field(default_factory=dict)  # selected seeds -> their tables
 
     @property
     def order(self) -> tuple[str, ...]:
@@ -525,4 +544,4 @@ def render_project(project: Project, target: Any, mode: Mode = "batch",
     dag = build_dag([*rendered.values(), *seeds])  # seeds are nodes: ordered and selectable
     chosen = dag.select(select)
     return RenderedProject({n: rendered[n] for n in chosen if n in rendered}, dag,
-                           tuple(sorted(n for n in chosen if n in project.seeds)))
+                           {n: renderer.seed_relation(n) for n in chosen if n in project.seeds})
