@@ -175,7 +175,7 @@ def test_sandbox_blocks_python_internals(tmp_path):
 def test_undefined_ref(tmp_path):
     msg = _error(render_sql, tmp_path, "select 1\nfrom {{ ref('stg_evnts') }}",
                  models={"stg_events.sql": "select 1"})
-    assert msg == ("models/m.sql:2: error: `ref('stg_evnts')`: no model or seed named `stg_evnts`; "
+    assert msg == ("models/m.sql:2: error: `ref('stg_evnts')`: no model named `stg_evnts`; "
                    "did you mean `stg_events`?")
 
 
@@ -205,7 +205,7 @@ def test_jinja_syntax_error(tmp_path):
 
 def test_error_inside_macro_points_at_macro_and_caller(tmp_path):
     msg = _error(render_sql, tmp_path, "select 1\nfrom {{ bad_ref() }}", macros=MACROS)
-    assert msg.startswith("macros/joins.sql:17: error: `ref('missing_model')`: no model or seed named")
+    assert msg.startswith("macros/joins.sql:17: error: `ref('missing_model')`: no model named")
     assert msg.endswith("(called from models/m.sql:2)")
 
 

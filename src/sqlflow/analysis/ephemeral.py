@@ -13,7 +13,7 @@ stream) and lineage read through the CTE to the tables it reads.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from sqlglot import exp
 
@@ -40,7 +40,7 @@ def inline_ctes(ast: exp.Expr, ctes: Sequence[tuple[str, str]]) -> exp.Expr:
     return ast
 
 
-def ephemeral_chain(name: str, refs: dict[str, Sequence[str]], ephemeral: set[str]) -> list[str]:
+def ephemeral_chain(name: str, refs: Mapping[str, Sequence[str]], ephemeral: set[str]) -> list[str]:
     """The ephemeral models `name` reads, directly or through other ephemerals, parents first.
 
     >>> ephemeral_chain("m", {"m": ["e2", "t"], "e2": ["e1"], "e1": []}, {"e1", "e2"})

@@ -20,7 +20,6 @@ from sqlflow.project.packages import (
     MacroPackage,
     installed_packages,
     internal_package,
-    macro_environment_extensions,
     read_macro_files,
     sql_files,
 )

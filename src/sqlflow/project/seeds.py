@@ -125,7 +125,8 @@ def read_seeds(root: Path, project: str, seed_paths: list[str], tree: dict[str, 
                 sink.error(f"seed `{name}`: config `{key}`: {err['msg']}", where,
                            "see dbt's seed configs (column_types, quote_columns, delimiter, schema)")
                 continue
-            columns = entry.get("columns") if isinstance(entry.get("columns"), list) else []
+            columns = entry.get("columns")
+            columns = columns if isinstance(columns, list) else []
             seeds[name] = SeedNode(name=name, path=rel, fqn=fqn, config=parsed,
                                    columns_yml=tuple(c for c in columns if isinstance(c, dict)),
                                    yml_path=yml_path)

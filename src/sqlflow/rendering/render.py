@@ -21,8 +21,8 @@ from sqlflow.project.config import ModelConfig, check_layer, config_keys, merge_
 from sqlflow.project.dag import Dag, build_dag
 from sqlflow.project.load import ModelNode, Project, SourceTable
 from sqlflow.project.packages import INTERNAL, MacroPackage
-from sqlflow.project.seeds import SeedNode
 from sqlflow.project.runmode import Mode
+from sqlflow.project.seeds import SeedNode
 from sqlflow.rendering.adapter import API, Adapter, MacroNamespace
 from sqlflow.rendering.dbt_context import (
     ENV,
@@ -44,7 +44,6 @@ from sqlflow.sandbox import MODULES
 
 _CONFIG_CALL = re.compile(r"\bconfig\s*\(")
 _INVOCATION_ID = str(uuid.uuid4())
-_FLAGS = SimpleNamespace(FULL_REFRESH=False, STORE_FAILURES=False, WHICH="run")
 
 
 @dataclass(frozen=True)
@@ -248,7 +247,7 @@ class Renderer:
             "run_query": no_warehouse("run_query"), "statement": no_warehouse("statement"),
             "dbt_version": "1.11", "project_name": self.project.name,
             "run_started_at": self.run_started_at, "invocation_id": _INVOCATION_ID,
-            "api": API, "flags": _FLAGS,
+            "api": API,
         }
 
 
@@ -312,7 +311,7 @@ class _ModelRun:
             self.inputs.append(InputRelation("ref", name, relation))
             return relation
         if name not in project.models:
-            raise SqlflowError(f"`ref('{name}')`: no model or seed named `{name}`",
+            raise SqlflowError(f"`ref('{name}')`: no model named `{name}`",
                                hint=did_you_mean(name, [*project.models, *project.seeds]))
         if self.capture:  # config() capture: no recursion into other models
             relation = _base_relation(self.renderer, project.models[name])

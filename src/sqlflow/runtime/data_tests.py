@@ -15,6 +15,8 @@ from sqlflow.dialect import DIALECT, parse
 
 def count_failures(spark: Any, sql: str) -> int:
     """How many rows the test query returns (0: the test passes)."""
+    inner = parse(sql)
+    assert isinstance(inner, exp.Query)  # a test is a query (parse refuses anything else)
     query = exp.select(exp.Count(this=exp.Star()).as_("failures")).from_(
-        parse(sql).subquery("dbt_internal_test"))
+        inner.subquery("dbt_internal_test"))
     return int(spark.sql(query.sql(dialect=DIALECT)).collect()[0][0])

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from rich.console import Console
 from rich.markup import escape
@@ -86,7 +86,7 @@ def build_project(ctx: Context, out: Console, err: Console, *,
             report.lines += [("model", m, "skip") for m in models]
             continue
         try:
-            for run in run_models(ctx, [plan]):
+            for run in run_models(ctx, [cast(BatchPlan | RoutedPlan, plan)]):
                 out.print(escape(f"model {run.model}: {run.sink.rows:,} rows ({run.seconds:.1f}s)"),
                           soft_wrap=True)
         except SqlflowError as exc:
