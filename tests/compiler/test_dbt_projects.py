@@ -137,3 +137,31 @@ def test_lineage_sees_through_ephemerals_to_seeds(tmp_path):
     tree = column_lineage(root, "m.a3")
     assert tree.sources() == ["raw_orders.amount"]
     assert tree.upstream[0].kind == "seed"
+
+
+def test_data_tests_render_through_dbts_test_macros(tmp_path):
+    from sqlflow.rendering.data_tests import data_tests
+
+    root = make_project(tmp_path, files={**SEEDS, "tests/few.sql": "select * from {{ ref('m') }} where a > 9"},
+                        models={"m.sql": "select id as a from {{ ref('raw_customers') }}"},
+                        yml={"m.yml": """\
+                            models:
+                              - name: m
+                                columns:
+                                  - name: a
+                                    data_tests:
+                                      - unique
+                                      - relationships: {to: ref('raw_customers'), field: id}
+                                      - accepted_values: {arguments: {values: [1, 2]}, config: {severity: warn}}
+                                      - my_custom_test
+                            """})
+    tests, skipped = data_tests(load_project(root), make_target())
+    by_name = {t.name: t for t in tests}
+    assert set(by_name) == {"unique_m_a", "relationships_m_a", "accepted_values_m_a", "few"}
+    unique = " ".join(by_name["unique_m_a"].sql.split())
+    assert "from dw.m where a is not null group by a having count(*) > 1" in unique
+    assert by_name["relationships_m_a"].refs == ("m", "raw_customers")
+    assert "'1','2'" in by_name["accepted_values_m_a"].sql.replace("\n", "").replace(" ", "")
+    assert by_name["accepted_values_m_a"].severity == "warn"
+    assert by_name["few"].refs == ("m",)
+    assert [s.name for s in skipped] == ["my_custom_test_m_a"]

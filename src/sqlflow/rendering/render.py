@@ -44,6 +44,7 @@ from sqlflow.sandbox import MODULES
 
 _CONFIG_CALL = re.compile(r"\bconfig\s*\(")
 _INVOCATION_ID = str(uuid.uuid4())
+_FLAGS = SimpleNamespace(FULL_REFRESH=False, STORE_FAILURES=False, WHICH="build")
 
 
 @dataclass(frozen=True)
@@ -443,6 +444,8 @@ class _MacroRuntime:
                     **{m: context[m] if name == package and m in context else
                        _MacroProxy(self, name, m) for m in found.macros}))
         context["adapter"] = Adapter(self, package)
+        if package == INTERNAL:  # dbt's own macros read `flags`; a project's see none (semantics.md)
+            context.setdefault("flags", _FLAGS)
 
     def context_for(self, package: str) -> dict[str, Any]:
         if package not in self.contexts:
