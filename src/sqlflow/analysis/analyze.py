@@ -39,13 +39,14 @@ Decisions where docs/design.md §2.2/§2.8 is silent (for docs/semantics.md):
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 
 from sqlglot import exp
 from sqlglot.errors import OptimizeError
 from sqlglot.optimizer.scope import Scope, walk_in_scope
 
+from sqlflow.analysis.ephemeral import inline_ctes
 from sqlflow.analysis.ir import InputRel, Mode, ModelIR, OutputColumn, TableRead
 from sqlflow.analysis.passes.aggregates import aggregations
 from sqlflow.analysis.passes.clauses import clauses
@@ -68,15 +69,18 @@ def analyze(
     mode: Mode,
     locate: Callable[[int, int], Location] | None = None,
     partition_by: tuple[str, ...] | list[str] = (),
+    ctes: Sequence[tuple[str, str]] = (),
 ) -> ModelIR:
     """Parse the rendered `sql` of `model` and describe it. Raises `SqlflowError` only when the
     SQL cannot be read at all (syntax, not a query); every other finding is left for `check`.
 
     `inputs` maps each rendered relation name (`ods.t`, `dw.model`) to its `InputRel`;
     `locate(line, col)` maps a place in the rendered SQL to the model file (default: the same
-    line and column of `path`); `partition_by` is the model's configured partition columns.
+    line and column of `path`); `partition_by` is the model's configured partition columns;
+    `ctes` are the ephemeral models it reads, `(relation, rendered SQL)`, inlined in front.
     """
     ast, tokens = parse_with_tokens(sql, path=path, locate=locate)
+    ast = inline_ctes(ast, ctes)
     if not isinstance(ast, exp.Query):
         raise SqlflowError(
             f"model `{model}` must be a SELECT query, not `{ast.key.upper()}`",

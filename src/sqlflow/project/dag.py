@@ -25,6 +25,7 @@ class Dag:
     # from their path and tags
     nodes: Mapping[str, SelectNode] = field(default_factory=dict)
     package: str = ""  # the project's name, the first part of every fqn
+    kinds: Mapping[str, str] = field(default_factory=dict)  # name -> resource type if not model
 
     def ancestors(self, name: str) -> set[str]:
         """Every model `name` depends on, transitively (not `name` itself)."""
@@ -46,7 +47,11 @@ class Dag:
         if not selectors and not exclude:
             return self.order
         chosen = self.select_ids(selectors, exclude)
-        return tuple(n for n in self.order if node_id("model", n) in chosen)
+        return tuple(n for n in self.order if node_id(self.kind(n), n) in chosen)
+
+    def kind(self, name: str) -> str:
+        """The node's dbt resource type: `model`, or `seed` for a seed file."""
+        return self.kinds.get(name, "model")
 
     def select_ids(self, selectors: Sequence[str] | str | None,
                    exclude: Sequence[str] | str | None = None) -> set[str]:
@@ -59,8 +64,8 @@ class Dag:
         parents: dict[str, tuple[str, ...]] = {}
         children: dict[str, list[str]] = {}
         for name in self.order:
-            mid = node_id("model", name)
-            ups = [node_id("model", p) for p in self.parents.get(name, ())]
+            mid = node_id(self.kind(name), name)
+            ups = [node_id(self.kind(p), p) for p in self.parents.get(name, ())]
             for key in self.sources.get(name, ()):
                 sid = node_id("source", key)
                 nodes.setdefault(sid, SelectNode(sid, key, "source", (self.package, *key.split(".", 1)),
@@ -70,7 +75,7 @@ class Dag:
             for up in ups:
                 children.setdefault(up, []).append(mid)
             if mid not in nodes:
-                nodes[mid] = SelectNode(mid, name, "model", ("", *_folders(self.paths[name]), name),
+                nodes[mid] = SelectNode(mid, name, self.kind(name), ("", *_folders(self.paths[name]), name),
                                         self.paths[name], "", tuple(self.tags.get(name, ())))
         return SelectGraph(nodes, parents, {k: tuple(v) for k, v in children.items()}, self.package)
 
@@ -120,15 +125,21 @@ def build_dag(models: Iterable[Any], fqns: Mapping[str, tuple[str, ...]] | None 
         children={k: tuple(sorted(v)) for k, v in children.items()},
         sources={m.name: tuple(sorted({f"{s}.{t}" for s, t in m.sources})) for m in models},
         paths=paths, tags={m.name: tuple(m.config.tags) for m in models},
-        nodes={node_id("model", m.name): _model_node(m, (fqns or {}).get(m.name)) for m in models},
-        package=next(iter((fqns or {}).values()), ("",))[0])
+        nodes={node_id(_kind(m), m.name): _model_node(m, (fqns or {}).get(m.name)) for m in models},
+        package=next(iter((fqns or {}).values()), ("",))[0],
+        kinds={m.name: _kind(m) for m in models if _kind(m) != "model"})
+
+
+def _kind(node: Any) -> str:
+    """A node's dbt resource type: what it says (a seed says `seed`), else `model`."""
+    return str(getattr(node, "resource_type", "model"))
 
 
 def _model_node(model: Any, fqn: tuple[str, ...] | None) -> SelectNode:
     fqn = fqn or ("", *_folders(model.path), model.name)
     dump = getattr(model.config, "model_dump", None)
     config = dump(by_alias=True) if dump is not None else {"tags": list(model.config.tags)}
-    return SelectNode(node_id("model", model.name), model.name, "model", tuple(fqn), model.path,
+    return SelectNode(node_id(_kind(model), model.name), model.name, _kind(model), tuple(fqn), model.path,
                       fqn[0], tuple(model.config.tags), config)
 
 

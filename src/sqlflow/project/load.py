@@ -9,14 +9,22 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import jinja2
-import jinja2.ext
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from sqlflow.errors import Diagnostic, DiagnosticSink, Location, SqlflowError, did_you_mean
 from sqlflow.identifiers import RULE, problem
 from sqlflow.project.config import check_layer, merge_config, normalize_keys
 from sqlflow.project.left_to_dbt import dbt_only_notices
+from sqlflow.project.packages import (
+    INTERNAL,
+    MacroDef,
+    MacroPackage,
+    installed_packages,
+    internal_package,
+    read_macro_files,
+    sql_files,
+)
+from sqlflow.project.seeds import SeedNode, read_seeds
 from sqlflow.project.sources import Column, SourceTable, columns_of, line_of, load_yaml, source_tables
 
 PROJECT_FILE = "dbt_project.yml"
@@ -35,8 +43,12 @@ class ProjectFile(BaseModel):
     config_version: int = Field(default=2, alias="config-version")
     model_paths: list[str] = Field(default_factory=lambda: ["models"], alias="model-paths")
     macro_paths: list[str] = Field(default_factory=lambda: ["macros"], alias="macro-paths")
+    seed_paths: list[str] = Field(default_factory=lambda: ["seeds"], alias="seed-paths")
+    test_paths: list[str] = Field(default_factory=lambda: ["tests"], alias="test-paths")
     vars: dict[str, Any] = Field(default_factory=dict)
     models: dict[str, Any] = Field(default_factory=dict)
+    seeds: dict[str, Any] = Field(default_factory=dict)
+    dispatch: list[Any] = Field(default_factory=list)
 
 
 class ModelProperties(BaseModel):
@@ -68,14 +80,6 @@ class ModelNode(BaseModel):
         return Location(self.path)
 
 
-class MacroDef(BaseModel):
-    model_config = ConfigDict(frozen=True)
-
-    name: str
-    path: str
-    line: int
-
-
 class Project(BaseModel):
     """Everything `load_project` read: the input of render."""
 
@@ -91,6 +95,12 @@ class Project(BaseModel):
     sources: dict[str, SourceTable]  # "source_name.table_name" -> table
     macros: dict[str, MacroDef]
     macro_files: dict[str, str]  # project-relative path -> text
+    # `dbt_packages/*` by package name, and dbt's own macros as package `dbt` (packages.py)
+    packages: dict[str, MacroPackage] = Field(default_factory=dict)
+    # dbt_project.yml `dispatch:`: macro namespace -> the packages searched, in order
+    dispatch: dict[str, tuple[str, ...]] = Field(default_factory=dict)
+    seeds: dict[str, SeedNode] = Field(default_factory=dict)
+    test_paths: tuple[str, ...] = ("tests",)
     warnings: tuple[Diagnostic, ...] = ()
 
     def source(self, source_name: str, table_name: str) -> SourceTable | None:
@@ -113,11 +123,20 @@ def load_project(project_dir: Path) -> Project:
     props, sources = _read_ymls(root, pfile, sink)
     models = _build_models(root, pfile, sql_files, props, sink)
     macros, macro_files = _read_macros(root, pfile, sink)
+    packages = {**installed_packages(root, sink), INTERNAL: internal_package()}
+    seeds = read_seeds(root, pfile.name, pfile.seed_paths, pfile.seeds, sink,
+                       tuple(pfile.model_paths))
+    for name in seeds.keys() & models.keys():
+        sink.error(f"a seed and a model are both named `{name}` ({seeds[name].path} and "
+                   f"{models[name].path})", Location(seeds[name].path),
+                   "rename one of them; dbt refuses the same name twice too")
     sink.raise_if_errors()
     return Project(
         name=pfile.name, profile=pfile.profile, root=root, vars=_project_vars(pfile),
         model_paths=tuple(pfile.model_paths), macro_paths=tuple(pfile.macro_paths),
         models=models, sources=sources, macros=macros, macro_files=macro_files,
+        packages=packages, dispatch=_dispatch(pfile, sink), seeds=seeds,
+        test_paths=tuple(pfile.test_paths),
         warnings=tuple(sink.warnings) + tuple(_unused_paths(pfile, models)) + tuple(
             dbt_only_notices(root, pfile.model_paths,
                              (pfile.model_extra or {}).get("snapshot-paths") or ["snapshots"])),
@@ -311,54 +330,26 @@ def _add_model_props(entry: dict, rel: str, props: dict[str, ModelProperties],
                                   path=rel, line=where.line)
 
 
-# --- macros -------------------------------------------------------------------------------------------
-
-
-class _SkipBlock(jinja2.ext.Extension):
-    """dbt's `{% materialization %}`, `{% test %}`, `{% docs %}` blocks: parsed, not callable."""
-
-    tags = {"materialization", "test", "docs", "snapshot"}
-
-    def parse(self, parser: Any) -> Any:
-        tag = next(parser.stream)
-        while parser.stream.current.type != "block_end":
-            next(parser.stream)
-        parser.parse_statements((f"name:end{tag.value}",), drop_needle=True)
-        return jinja2.nodes.Output([], lineno=tag.lineno)
-
-
-def macro_environment_extensions() -> list[Any]:
-    return ["jinja2.ext.do", "jinja2.ext.loopcontrols", _SkipBlock]
-
-
-_PARSE_ENV = jinja2.Environment(extensions=macro_environment_extensions())
+# --- macros and seeds ----------------------------------------------------------------------------
 
 
 def _read_macros(root: Path, pfile: ProjectFile,
                  sink: DiagnosticSink) -> tuple[dict[str, MacroDef], dict[str, str]]:
-    macros: dict[str, MacroDef] = {}
-    files: dict[str, str] = {}
-    for mpath in pfile.macro_paths:
-        base = root / mpath
-        for file in sorted(base.rglob("*.sql")) if base.is_dir() else []:
-            rel = file.relative_to(root).as_posix()
-            files[rel] = text = file.read_text()
-            try:
-                ast = _PARSE_ENV.parse(text, filename=rel)
-            except jinja2.TemplateSyntaxError as exc:
-                sink.error(f"Jinja syntax error: {exc.message}", Location(rel, exc.lineno or 0),
-                           "fix the template")
-                continue
-            for node in ast.body:
-                if isinstance(node, jinja2.nodes.Macro):
-                    _add_macro(MacroDef(name=node.name, path=rel, line=node.lineno), macros, sink)
-    return macros, files
+    package = read_macro_files(pfile.name, sql_files(root, pfile.macro_paths, root), sink)
+    return dict(package.macros), dict(package.files)
 
 
-def _add_macro(macro: MacroDef, macros: dict[str, MacroDef], sink: DiagnosticSink) -> None:
-    if macro.name in macros:
-        other = macros[macro.name]
-        sink.error(f"macro `{macro.name}` is defined twice (also {other.path}:{other.line})",
-                   Location(macro.path, macro.line), "rename or remove one of them")
-    else:
-        macros[macro.name] = macro
+def _dispatch(pfile: ProjectFile, sink: DiagnosticSink) -> dict[str, tuple[str, ...]]:
+    """dbt_project.yml `dispatch: [{macro_namespace: x, search_order: [a, b]}]`."""
+    out: dict[str, tuple[str, ...]] = {}
+    for item in pfile.dispatch:
+        namespace = item.get("macro_namespace") if isinstance(item, dict) else None
+        order = item.get("search_order") if isinstance(item, dict) else None
+        if not isinstance(namespace, str) or not isinstance(order, list) or not all(
+                isinstance(p, str) for p in order):
+            sink.error("every `dispatch:` entry needs `macro_namespace:` and a `search_order:` list",
+                       Location(PROJECT_FILE, line_of(item) or 1),
+                       "write `- macro_namespace: dbt_utils` and `search_order: [my_project, dbt_utils]`")
+            continue
+        out[namespace] = tuple(order)
+    return out

@@ -17,7 +17,7 @@ from typing import Any
 import jinja2
 
 from sqlflow.errors import CompilerError, Location, SqlflowError, did_you_mean
-from sqlflow.project.load import macro_environment_extensions
+from sqlflow.project.packages import macro_environment_extensions
 from sqlflow.rendering.sourcemap import LineMarkers
 from sqlflow.sandbox import Sandbox
 from sqlflow.secrets import is_secret, prefixes

@@ -9,8 +9,10 @@ project overrides `generate_schema_name`). No Spark, no dbt: templates compile o
 from __future__ import annotations
 
 import re
+import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timezone
 from types import SimpleNamespace
 from typing import Any, Literal
 
@@ -18,7 +20,10 @@ from sqlflow.errors import DiagnosticSink, Location, SqlflowError, did_you_mean
 from sqlflow.project.config import ModelConfig, check_layer, config_keys, merge_config, normalize_keys
 from sqlflow.project.dag import Dag, build_dag
 from sqlflow.project.load import ModelNode, Project, SourceTable
+from sqlflow.project.packages import INTERNAL, MacroPackage
 from sqlflow.project.runmode import Mode
+from sqlflow.project.seeds import SeedNode
+from sqlflow.rendering.adapter import API, Adapter, MacroNamespace
 from sqlflow.rendering.dbt_context import (
     ENV,
     EXCEPTIONS,
@@ -38,6 +43,8 @@ from sqlflow.rendering.sourcemap import MODEL_PREFIX, SourceMap, locate_exceptio
 from sqlflow.sandbox import MODULES
 
 _CONFIG_CALL = re.compile(r"\bconfig\s*\(")
+_INVOCATION_ID = str(uuid.uuid4())
+_FLAGS = SimpleNamespace(FULL_REFRESH=False, STORE_FAILURES=False, WHICH="build")
 
 
 @dataclass(frozen=True)
@@ -109,9 +116,13 @@ class Renderer:
         self._capturing: set[str] = set()
         self._relations: dict[str, Relation] = {}
         self._model_relations: dict[str, Relation] = {}
+        self._seed_relations: dict[str, Relation] = {}
+        self.run_started_at = datetime.now(timezone.utc)
         self._macros_call_config = any(
             _CONFIG_CALL.search(text) for text in project.macro_files.values())
         self._files = {m.path for m in project.models.values()} | set(project.macro_files)
+        for package in project.packages.values():
+            self._files |= set(package.files)
 
     # public --------------------------------------------------------------------------------------
 
@@ -126,6 +137,20 @@ class Renderer:
             name=name, path=node.path, sql=sql, refs=tuple(dict.fromkeys(ctx.refs)),
             sources=tuple(dict.fromkeys(ctx.sources)), config=config,
             relation=self.relation_of(name), inputs=tuple(dict.fromkeys(ctx.inputs)),
+            source_map=source_map)
+
+    def render_node(self, node: ModelNode, extra: dict[str, Any] | None = None) -> RenderedModel:
+        """Render a node that is not one of the project's models (a dbt data test) as a model
+        is rendered; `extra` adds names to its context."""
+        config = _validate(dict(node.base_config), node)
+        ctx = _ModelRun(self, node, config, capture=False)
+        ctx.context.update(extra or {})
+        marked = self._run(node, ctx)
+        sql, source_map = strip_markers(node.path, node.raw_sql, marked)
+        return RenderedModel(
+            name=node.name, path=node.path, sql=sql, refs=tuple(dict.fromkeys(ctx.refs)),
+            sources=tuple(dict.fromkeys(ctx.sources)), config=config,
+            relation=Relation("", node.name), inputs=tuple(dict.fromkeys(ctx.inputs)),
             source_map=source_map)
 
     def final_config(self, name: str) -> ModelConfig:
@@ -159,8 +184,19 @@ class Renderer:
         """The relation of `node` under `config`: generate_schema_name / generate_alias_name."""
         if config.materialized == "ephemeral":
             return Relation("", f"__dbt__cte__{node.name}")
-        return Relation(self._generated("generate_schema_name", config.schema_name, node),
-                        self._generated("generate_alias_name", config.alias, node))
+        info = _node_dict(node, self._configs.get(node.name))
+        return Relation(self._generated("generate_schema_name", config.schema_name, info),
+                        self._generated("generate_alias_name", config.alias, info))
+
+    def seed_relation(self, name: str) -> Relation:
+        """The table a seed loads into: generate_schema_name / generate_alias_name as a model's."""
+        if name not in self._seed_relations:
+            seed = self.project.seeds[name]
+            info = seed_dict(seed)
+            self._seed_relations[name] = Relation(
+                self._generated("generate_schema_name", seed.config.schema_name, info),
+                self._generated("generate_alias_name", seed.config.alias, info))
+        return self._seed_relations[name]
 
     def source_relation(self, table: SourceTable) -> Relation:
         """The relation `source(...)` renders to; `{{ }}` in the yml schema is rendered."""
@@ -189,13 +225,13 @@ class Renderer:
         except Exception as exc:  # noqa: BLE001 - every failure becomes a located user error
             raise locate_exception(exc, node.path, self._files, run.context) from None
 
-    def _generated(self, macro: str, custom: str | None, node: ModelNode) -> str:
+    def _generated(self, macro: str, custom: str | None, node: dict[str, Any]) -> str:
         if macro in self.project.macros:
             run = _MacroRuntime(self, self._base_context())
-            value = run.call(macro, custom, _node_dict(node, self._configs.get(node.name)))
+            value = run.call(self.project.name, macro, custom, node)
             return str(value).strip()
         if macro == "generate_alias_name":
-            return custom.strip() if custom else node.name
+            return custom.strip() if custom else str(node["name"])
         schema = self.target.schema_
         return f"{schema}_{custom.strip()}" if custom is not None else schema
 
@@ -211,7 +247,17 @@ class Renderer:
             "exceptions": EXCEPTIONS, "modules": MODULES, "execute": True,
             "run_query": no_warehouse("run_query"), "statement": no_warehouse("statement"),
             "dbt_version": "1.11", "project_name": self.project.name,
+            "run_started_at": self.run_started_at, "invocation_id": _INVOCATION_ID,
+            "api": API,
         }
+
+
+def seed_dict(seed: SeedNode) -> dict[str, Any]:
+    """A seed as dbt's `model`/`node` dict (what generate_schema_name receives)."""
+    return {"name": seed.name, "path": seed.path, "original_file_path": seed.path,
+            "resource_type": "seed", "fqn": list(seed.fqn), "package_name": seed.fqn[0],
+            "unique_id": f"seed.{seed.fqn[0]}.{seed.name}", "version": None,
+            "config": seed.base_config}
 
 
 def _validate(layer: dict[str, Any], node: ModelNode) -> ModelConfig:
@@ -241,7 +287,12 @@ class _ModelRun:
         self.sources: list[tuple[str, str]] = []
         self.inputs: list[InputRelation] = []
         self.config = _Config(node, config, capture)
-        this = _base_relation(renderer, node) if capture else renderer.relation_of(node.name)
+        if node.name not in renderer.project.models:  # a data test (render_node)
+            this = Relation("", node.name)
+        elif capture:
+            this = _base_relation(renderer, node)
+        else:
+            this = renderer.relation_of(node.name)
         self.context = renderer._base_context()
         self.context.update({
             "ref": self.ref, "source": self.source, "config": self.config, "this": this,
@@ -252,9 +303,17 @@ class _ModelRun:
     def ref(self, *args: str, **kwargs: Any) -> Relation:
         name = self._ref_name(args, kwargs)
         project = self.renderer.project
+        if name in project.seeds and name not in project.models:
+            if not project.seeds[name].config.enabled:
+                raise SqlflowError(f"`ref('{name}')`: seed `{name}` is disabled (enabled: false)",
+                                   hint=f"enable `{name}` or remove the ref")
+            relation = self.renderer.seed_relation(name)
+            self.refs.append(name)
+            self.inputs.append(InputRelation("ref", name, relation))
+            return relation
         if name not in project.models:
             raise SqlflowError(f"`ref('{name}')`: no model named `{name}`",
-                               hint=did_you_mean(name, list(project.models)))
+                               hint=did_you_mean(name, [*project.models, *project.seeds]))
         if self.capture:  # config() capture: no recursion into other models
             relation = _base_relation(self.renderer, project.models[name])
         else:
@@ -274,9 +333,15 @@ class _ModelRun:
         if kwargs:
             raise SqlflowError("model versions are not supported by sqlflow",
                                hint="drop the `version=` argument")
-        if len(args) == 2 and args[0] != self.renderer.project.name:
+        project = self.renderer.project
+        if len(args) == 2 and args[0] != project.name and args[0] in project.packages:
+            raise SqlflowError(f"`ref('{args[0]}', '{args[1]}')`: sqlflow loads no models from "
+                               f"package `{args[0]}`",
+                               hint=f"ref a model of this project, `{project.name}`; "
+                                    "packages under dbt_packages/ give macros only")
+        if len(args) == 2 and args[0] != project.name:
             raise SqlflowError(f"`ref('{args[0]}', '{args[1]}')`: unknown package `{args[0]}`",
-                               hint=f"sqlflow projects have one package, `{self.renderer.project.name}`")
+                               hint=f"models are refd from this project, `{project.name}`")
         return args[-1]
 
     def source(self, source_name: str, table_name: str) -> Relation:
@@ -348,40 +413,87 @@ def _unlocated(diag: Any) -> Any:
 
 
 class _MacroRuntime:
-    """Project macros for one render: each macro file's module is built once, on first use."""
+    """Macros for one render, namespaced as dbt namespaces them (docs/semantics.md, "Macros,
+    packages and adapter.dispatch"): a template of package P sees P's macros, then the root
+    project's, then dbt's own by bare name; every package by its name (`dbt_utils.x`,
+    `dbt.date_trunc`); and `adapter.dispatch`. Each macro file's module is built once."""
 
     def __init__(self, renderer: Renderer, context: dict[str, Any]) -> None:
-        self.renderer, self.context = renderer, context
-        self.modules: dict[str, Any] = {}
-        project = renderer.project
-        for name in project.macros:
-            context.setdefault(name, _MacroProxy(self, name))
-        context.setdefault(project.name, SimpleNamespace(
-            **{name: context[name] for name in project.macros}))
+        self.renderer = renderer
+        self.root = renderer.project.name
+        self.base = dict(context)  # the model's names, before any macro: every package sees them
+        self.contexts: dict[str, dict[str, Any]] = {self.root: context}
+        self.modules: dict[tuple[str, str], Any] = {}
+        self._fill(context, self.root)
 
-    def macro(self, name: str) -> Any:
-        macro = self.renderer.project.macros[name]
-        if macro.path not in self.modules:
-            text = self.renderer.project.macro_files[macro.path]
-            self.modules[macro.path] = compile_template("macro", macro.path, text).make_module(
-                vars=self.context)
-        return getattr(self.modules[macro.path], name)
+    def package(self, name: str) -> MacroPackage | None:
+        project = self.renderer.project
+        if name == self.root:
+            return MacroPackage(name=name, macros=project.macros, files=project.macro_files)
+        return project.packages.get(name)
 
-    def call(self, name: str, *args: Any, **kwargs: Any) -> Any:
+    def _fill(self, context: dict[str, Any], package: str) -> None:
+        for name in dict.fromkeys((package, self.root, INTERNAL)):
+            found = self.package(name)
+            for macro in found.macros if found else ():
+                context.setdefault(macro, _MacroProxy(self, name, macro))
+        for name in dict.fromkeys((self.root, *self.renderer.project.packages)):
+            found = self.package(name)
+            if found is not None:
+                context.setdefault(name, MacroNamespace(
+                    **{m: context[m] if name == package and m in context else
+                       _MacroProxy(self, name, m) for m in found.macros}))
+        context["adapter"] = Adapter(self, package)
+        if package == INTERNAL:  # dbt's own macros read `flags`; a project's see none (semantics.md)
+            context.setdefault("flags", _FLAGS)
+
+    def context_for(self, package: str) -> dict[str, Any]:
+        if package not in self.contexts:
+            self.contexts[package] = context = dict(self.base)
+            self._fill(context, package)
+        return self.contexts[package]
+
+    def find(self, package: str | None, name: str, caller: str) -> _MacroProxy | None:
+        """dbt's `get_from_package`: `None` looks the name up as the caller's templates do."""
+        if package is None:
+            for candidate in dict.fromkeys((caller, self.root, INTERNAL)):
+                found = self.package(candidate)
+                if found is not None and name in found.macros:
+                    return _MacroProxy(self, candidate, name)
+            return None
+        found = self.package(package)
+        if found is None:
+            raise SqlflowError(f"`adapter.dispatch`: no package named `{package}`",
+                               hint="install it under dbt_packages/ (`dbt deps`) or fix the "
+                                    "`dispatch:` search_order in dbt_project.yml")
+        return _MacroProxy(self, package, name) if name in found.macros else None
+
+    def macro(self, package: str, name: str) -> Any:
+        found = self.package(package)
+        assert found is not None
+        macro = found.macros[name]
+        key = (package, macro.path)
+        if key not in self.modules:
+            text = found.files[macro.path]
+            self.modules[key] = compile_template("macro", macro.path, text).make_module(
+                vars=self.context_for(package))
+        return getattr(self.modules[key], name)
+
+    def call(self, package: str, name: str, *args: Any, **kwargs: Any) -> Any:
         try:
-            return self.macro(name)(*args, **kwargs)
+            return self.macro(package, name)(*args, **kwargs)
         except MacroReturn as ret:
             return ret.value
 
 
 class _MacroProxy:
-    """A project macro as a global: dbt semantics for `return(...)`."""
+    """A macro as a global or a namespace attribute: dbt semantics for `return(...)`."""
 
-    def __init__(self, runtime: _MacroRuntime, name: str) -> None:
-        self.runtime, self.name = runtime, name
+    def __init__(self, runtime: _MacroRuntime, package: str, name: str) -> None:
+        self.runtime, self.package, self.name = runtime, package, name
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        return self.runtime.call(self.name, *args, **kwargs)
+        return self.runtime.call(self.package, self.name, *args, **kwargs)
 
 
 # --- entry points ---------------------------------------------------------------------------------
@@ -393,6 +505,7 @@ class RenderedProject:
 
     models: dict[str, RenderedModel]
     dag: Dag
+    seeds: dict[str, Relation] = field(default_factory=dict)  # selected seeds -> their tables
 
     @property
     def order(self) -> tuple[str, ...]:
@@ -429,5 +542,9 @@ def render_project(project: Project, target: Any, mode: Mode = "batch",
     names = check_names(renderer, rendered)
     sink.items.extend(names or check_ownership(renderer, rendered))
     sink.raise_if_errors()
-    dag = build_dag(rendered.values(), {n: project.models[n].fqn for n in rendered})
-    return RenderedProject({n: rendered[n] for n in dag.select(select)}, dag)
+    seeds = [s for s in project.seeds.values() if s.config.enabled]
+    fqns = {**{n: project.models[n].fqn for n in rendered}, **{s.name: s.fqn for s in seeds}}
+    dag = build_dag([*rendered.values(), *seeds], fqns)  # seeds are nodes: ordered and selectable
+    chosen = dag.select(select)
+    return RenderedProject({n: rendered[n] for n in chosen if n in rendered}, dag,
+                           {n: renderer.seed_relation(n) for n in chosen if n in project.seeds})

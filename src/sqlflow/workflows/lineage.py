@@ -21,11 +21,13 @@ from sqlflow.compiler import compile_project
 from sqlflow.dialect import DIALECT
 from sqlflow.errors import SqlflowError, did_you_mean
 from sqlflow.project.load import load_project
+from sqlflow.project.seeds import seed_columns
 
 
 @dataclass
 class ColumnNode:
-    """`kind` is `model` (a model's column, with `upstream`), `source` or `table` (unknown)."""
+    """`kind` is `model` (a model's column, with `upstream`), `source`, `seed` or `table`
+    (unknown)."""
 
     kind: str
     relation: str  # model name, `source.table`, or the table name as written
@@ -76,8 +78,10 @@ def _trace(model: str, column: str, rendered: dict, project: Any, schema: dict, 
         raise SqlflowError(f"model `{model}` has no column `{column}`",
                            location=project.models[model].location,
                            hint=did_you_mean(column, known))
+    # ephemeral models are CTEs of the IR's tree (sqlflow.analysis.ephemeral): traced through
+    sql = ir.ast.sql(dialect=DIALECT) if ir is not None else r.sql
     try:
-        root = sqlglot_lineage(column, r.sql, schema=schema, dialect=DIALECT)
+        root = sqlglot_lineage(column, sql, schema=schema, dialect=DIALECT)
     except SqlglotError as exc:
         raise SqlflowError(f"lineage of `{model}.{column}` failed: {exc}",
                            location=project.models[model].location) from None
@@ -90,8 +94,10 @@ def _trace(model: str, column: str, rendered: dict, project: Any, schema: dict, 
         if (table, upstream_col) in seen:
             continue
         seen.add((table, upstream_col))
-        found = r.input_for(table)
-        if found is not None and found.kind == "ref":
+        found = r.input_for(table) or _inlined_input(table, rendered)
+        if found is not None and found.kind == "ref" and found.name in project.seeds:
+            node.upstream.append(ColumnNode("seed", found.name, upstream_col))
+        elif found is not None and found.kind == "ref":
             node.upstream.append(_trace(found.name, upstream_col, rendered, project, schema,
                                         compiled, stack + (model,)))
         elif found is not None:
@@ -99,6 +105,16 @@ def _trace(model: str, column: str, rendered: dict, project: Any, schema: dict, 
         else:
             node.upstream.append(ColumnNode("table", table, upstream_col))
     return node
+
+
+def _inlined_input(table: str, rendered: dict) -> Any:
+    """What a table read inside an inlined ephemeral model stands for."""
+    for other in rendered.values():
+        if other.config.materialized == "ephemeral":
+            found = other.input_for(table)
+            if found is not None:
+                return found
+    return None
 
 
 def _schema(project: Any, compiled: Any) -> dict:
@@ -114,6 +130,11 @@ def _schema(project: Any, compiled: Any) -> dict:
 
     for table in project.sources.values():
         add(f"{table.schema}.{table.identifier}", [c.name for c in table.columns])
+    for r in compiled.rendered.values():
+        for inp in r.inputs:
+            if inp.kind == "ref" and inp.name in project.seeds:
+                add(str(inp.relation), seed_columns(project.root / project.seeds[inp.name].path,
+                                                    project.seeds[inp.name].config.delimiter))
     for name, r in compiled.rendered.items():
         ir = compiled.irs.get(name)
         if ir is not None and ir.outputs_complete:
@@ -122,7 +143,8 @@ def _schema(project: Any, compiled: Any) -> dict:
 
 
 def to_text(node: ColumnNode, indent: int = 0) -> str:
-    mark = {"model": "", "source": "  (source)", "table": "  (table outside the project)"}
+    mark = {"model": "", "source": "  (source)", "seed": "  (seed)",
+            "table": "  (table outside the project)"}
     lines = ["  " * indent + node.label + mark[node.kind]]
     for child in node.upstream:
         lines.append(to_text(child, indent + 1))
