@@ -10,6 +10,6 @@ from __future__ import annotations
 from importlib import import_module
 
 _MODULES: tuple[str, ...] = ("demo", "compile", "run", "dbt", "check", "compact", "diff",
-                            "lineage", "mark_ready", "repair", "status", "verify", "ctl")
+                            "lineage", "mark_ready", "repair", "status", "verify", "ctl", "kafka")
 
 COMMANDS = [import_module(f"sqlflow.cli.commands.{name}").command for name in _MODULES]
