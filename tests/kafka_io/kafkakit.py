@@ -67,3 +67,63 @@ def produce(address: str, topic: str, values: list[bytes | dict], *, partition: 
         producer.send(topic, raw, partition=partition, timestamp_ms=ts)
     producer.flush()
     producer.close()
+
+
+STAGING = """\
+{{ config(materialized='streaming_table', file_format='delta') }}
+select req_id, ad_id, click_ts, ingest_ts from {{ source('SCHEMA', 'clicks') }}
+"""
+
+
+def profiles(schema: str) -> str:
+    return f"""\
+sqlflow:
+  target: local
+  outputs:
+    local: {{type: spark, method: session, host: NA, schema: {schema}}}
+"""
+
+
+def twin_projects(tmp_path: Path) -> tuple[Path, Path, SourceTable]:
+    """A batch project and a stream project (their outputs in two schemas) over the same
+    Kafka source `<schema>.clicks` and its one archive, each with the model `stg_clicks`."""
+    schema, topic = unique("kq"), unique("clicks")
+    roots = []
+    for mode in ("batch", "stream"):
+        roots.append(make_project(
+            tmp_path / mode, models={"stg_clicks.sql": STAGING.replace("SCHEMA", schema)},
+            yml={"models/sources.yml": SOURCES_YML.format(schema=schema, topic=topic)},
+            profiles_yml=profiles(f"{schema}_{mode}")))
+    table = load_project(roots[1]).source(schema, "clicks")
+    assert table is not None
+    return roots[0], roots[1], table
+
+
+def mixed_records(rnd, n: int, t0_ms: int) -> tuple[list[bytes | dict], list[int]]:
+    """`n` click records around `t0_ms`: clean, late, future, no event time, and the payloads
+    that do not parse (bad JSON, not UTF-8, a wrong type, oversized), shuffled."""
+    from datetime import datetime, timedelta, timezone
+
+    values: list[bytes | dict] = []
+    stamps = []
+    for i in range(n):
+        ingest = t0_ms + i * 1000
+        event = datetime.fromtimestamp(ingest / 1000, timezone.utc) - timedelta(seconds=rnd.randint(0, 900))
+        value: bytes | dict = {"req_id": f"r{i}", "ad_id": rnd.randint(1, 5),
+                               "click_ts": event.isoformat().replace("+00:00", "Z")}
+        kind = rnd.random()
+        if kind < 0.05:
+            value = b'{"req_id": "r' + str(i).encode() + b'", "ad_id": '
+        elif kind < 0.08:
+            value = b"\xc3\x28 not utf-8"
+        elif kind < 0.11:
+            value = {**value, "ad_id": "many"}
+        elif kind < 0.13:
+            value = {**value, "req_id": "x" * 300}
+        elif kind < 0.16:
+            value = {"req_id": f"r{i}", "ad_id": 1}
+        elif kind < 0.2:
+            value = {**value, "click_ts": (event + timedelta(hours=1)).isoformat().replace("+00:00", "Z")}
+        values.append(value)
+        stamps.append(ingest)
+    return values, stamps

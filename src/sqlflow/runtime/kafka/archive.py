@@ -100,6 +100,12 @@ def refuse_new_checkpoint(spark: SparkSession, table: SourceTable, checkpoint: P
             hint=f"restore the checkpoint folder, or drop `{name}` to archive the topic anew")
 
 
+def bound_sources(sources: Iterable[SourceTable], plans: Iterable[object]) -> list[SourceTable]:
+    """The Kafka-bound source tables `plans` read (each once, in name order)."""
+    read = {b.input for p in plans for b in getattr(p, "sources", ()) if b.kind == "source"}
+    return sorted((t for t in sources if t.kafka is not None and t.key in read), key=lambda t: t.key)
+
+
 def archive(spark: SparkSession, project_dir: Path, tables: Iterable[SourceTable], servers: str,
             *, trigger: str = AVAILABLE_NOW) -> list[Archived]:
     """Archive every table's topic up to its end now (`available-now`), one after the other."""
