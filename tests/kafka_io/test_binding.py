@@ -60,3 +60,42 @@ def test_binding_needs_every_column_typed(tmp_path) -> None:
     yml = YML.replace("{name: req_id, data_type: string}", "{name: req_id}")
     assert "column `req_id` has no `data_type`" in _error(make_project(
         tmp_path, yml={"models/sources.yml": yml}))
+
+
+def _closed_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_a_stream_run_with_no_broker_says_where_it_looked(tmp_path, monkeypatch) -> None:
+    from rich.console import Console
+
+    from sqlflow.compiler import compile_project
+    from sqlflow.engine.context import Context
+    from sqlflow.workflows.run import archive_topics
+
+    address = f"127.0.0.1:{_closed_port()}"
+    profiles = ("sqlflow:\n  target: k\n  outputs:\n    k:\n      {type: spark, method: session, "
+                "host: NA, schema: dw, server_side_parameters: {spark.sqlflow.kafka.bootstrap.servers: "
+                "\"{{ env_var('KAFKA_ADDR') }}\"}}\n")
+    monkeypatch.setenv("KAFKA_ADDR", address)
+    root = make_project(tmp_path, yml={"models/sources.yml": YML}, profiles_yml=profiles,
+                        models={"stg.sql": "{{ config(materialized='streaming_table') }}\n"
+                                           "select req_id, click_ts from {{ source('ods', 'clicks') }}"})
+    ctx = Context.discover(root)
+    plans = list(compile_project(root, mode="stream", target=ctx.target).plans.values())
+    with pytest.raises(SqlflowError) as err:
+        archive_topics(ctx, plans, Console())
+    assert f"no Kafka broker answers at {address} (target `k`)" in str(err.value)
+    assert "ods.clicks" in str(err.value) and "sqlflow kafka up" in str(err.value)
+    assert not ctx.has_spark  # refused before Spark started
+    # an address read from a secret variable is never printed
+    monkeypatch.setenv("DBT_ENV_SECRET_KAFKA", address)
+    secret = profiles.replace("KAFKA_ADDR", "DBT_ENV_SECRET_KAFKA")
+    (root / "profiles" / "profiles.yml").write_text(secret)
+    with pytest.raises(SqlflowError) as err:
+        archive_topics(Context.discover(root), plans, Console())
+    assert address not in str(err.value) and "the target's bootstrap servers" in str(err.value)

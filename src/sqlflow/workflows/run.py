@@ -14,9 +14,11 @@ from rich.console import Console
 from rich.markup import escape
 
 from sqlflow.compiler import compile_project, write_artifacts
+from sqlflow.engine.broker import reachable
 from sqlflow.engine.context import Context
+from sqlflow.errors import SqlflowError
 from sqlflow.planning.plan import BatchPlan, Mode, Plan, RoutedPlan
-from sqlflow.project.kafka import bootstrap_servers
+from sqlflow.project.kafka import BOOTSTRAP_KEY, bootstrap_servers
 from sqlflow.project.load import load_project
 from sqlflow.report.summary import (
     dims_table,
@@ -31,6 +33,7 @@ from sqlflow.runtime.kafka.archive import archive, bound_sources
 from sqlflow.runtime.metrics import Metrics
 from sqlflow.runtime.results import DateRange, RunResult, StreamRow
 from sqlflow.runtime.streams import run_streams
+from sqlflow.secrets import is_secret
 
 
 def plans_for_run(ctx: Context, mode: Mode, err: Console, *, select: Sequence[str] | None = None,
@@ -106,6 +109,14 @@ def archive_topics(ctx: Context, plans: Sequence[Plan], out: Console) -> None:
     tables = bound_sources(load_project(ctx.project_dir).sources.values(), plans) if servers else []
     if not servers or not tables:
         return
+    if not any(reachable(a.strip(), timeout=3.0) for a in servers.split(",")):
+        secret = any(is_secret(n) for n in ctx.target.env_sourced.get(BOOTSTRAP_KEY, ()))
+        where = "the target's bootstrap servers" if secret else servers
+        raise SqlflowError(
+            f"no Kafka broker answers at {where} (target `{ctx.target.name}`), so the topics of "
+            f"{', '.join(t.key for t in tables)} cannot be archived",
+            hint="start it (`sqlflow kafka up` for the local one), or check the address, the "
+                 f"network and `{BOOTSTRAP_KEY}` in profiles/profiles.yml; nothing was run")
     for a in archive(ctx.spark, ctx.project_dir, tables, servers):
         bad = f", {a.malformed:,} malformed" if a.malformed else ""
         out.print(escape(f"kafka {a.topic} -> {a.source}.{a.table}: {a.rows:,} records archived"
