@@ -56,19 +56,21 @@ def spoil(payload: bytes, rnd: random.Random) -> bytes:
 
 
 def produce(spark: SparkSession, servers: str, *, rows: int = S.DEFAULT_ROWS, seed: int = S.DEFAULT_SEED,
-            days: int = S.DEFAULT_DAYS, rate: float | None = None,
+            days: int = S.DEFAULT_DAYS, rate: float | None = None, dim_schema: str = "dim",
+            topics: dict[str, str] | None = None,
             progress: Callable[[str], None] | None = None) -> list[Produced]:
     """Write the dimensions, then send every topic's records (at most `rate` records a second
-    over all topics when given); one `Produced` per topic."""
+    over all topics when given); one `Produced` per topic. `topics` renames topics (tests)."""
     from kafka import KafkaAdminClient, KafkaProducer
     from kafka.admin import NewTopic
     from kafka.errors import TopicAlreadyExistsError
 
     say = progress or (lambda _line: None)
-    generate(spark, rows=rows, seed=seed, days=days, ods_schema="ods", dim_schema="dim",
+    names = {t: (topics or {}).get(t, t) for t, _, _ in TOPICS.values()}
+    generate(spark, rows=rows, seed=seed, days=days, ods_schema="ods", dim_schema=dim_schema,
              write_ods=False, progress=say)
     admin = KafkaAdminClient(bootstrap_servers=servers)
-    for topic, _, _ in TOPICS.values():
+    for topic in names.values():
         try:
             admin.create_topics([NewTopic(topic, PARTITIONS, 1)])
         except TopicAlreadyExistsError:
@@ -79,7 +81,8 @@ def produce(spark: SparkSession, servers: str, *, rows: int = S.DEFAULT_ROWS, se
     rnd = random.Random(seed)
     scale = ods.Scale(seed=seed, rows=rows, days=days, start=S.DEFAULT_START)
     out, sent, began = [], 0, time.monotonic()
-    for topic, key, build in TOPICS.values():
+    for default, key, build in TOPICS.values():
+        topic = names[default]
         rows_ = build(spark, scale).drop(*ods.HELPER_COLUMNS)
         payload_cols = [c for c in rows_.columns if c != "ingest_ts"]
         frame = rows_.select(F.col(key).cast("string").alias("k"),
