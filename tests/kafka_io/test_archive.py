@@ -3,8 +3,6 @@ malformed payloads kept whole with their reason (real broker, real Spark, real D
 
 from __future__ import annotations
 
-import base64
-
 import pytest
 
 from kafka_io.kafkakit import kafka_project, produce
@@ -45,7 +43,6 @@ def test_archive_each_record_once_with_malformed_payloads_kept(spark, kafka_brok
         (5, "r6", 8, None, ts[5], None),
     ]
     assert bytes(got[3][6]) == b"\xff\xfe binary"  # the record kept whole
-    assert base64.b64encode(bytes(got[3][6]))
     # a second run finds nothing new; new records are archived once
     assert archive(spark, root, [table], kafka_broker.address)[0].rows == 0
     produce(kafka_broker.address, topic, [{"req_id": "r7", "ad_id": 9,
