@@ -7,6 +7,7 @@
 {%- for name in models %}
 select model, input, reason, raw
 from {{ ref(name).incorporate(path={'identifier': name ~ '__quarantine'}) }}
-where reason not in ('late', 'future', 'null_event_time', 'malformed') or raw is null
+where reason not in ('late', 'future', 'null_event_time', 'malformed', 'oversized', 'bad_json',
+                     'wrong_type') or raw is null
 {% if not loop.last %}union all{% endif %}
 {%- endfor %}

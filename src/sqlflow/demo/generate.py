@@ -75,13 +75,15 @@ def generate(
     dim_schema: str = "dim",
     partitions: int | None = None,
     progress: Callable[[str], None] | None = None,
+    write_ods: bool = True,
 ) -> DemoReport:
     """Write the demo tables into `ods_schema` and `dim_schema` and report what was written.
 
     `rows` is the number of ad impressions (before duplicates); clicks are about
     CLICK_RATE of them and user events EVENTS_PER_IMPRESSION times as many. `partitions`
     sets how many Spark tasks generate the rows (default: Spark's parallelism); it changes
-    speed, never the data. `progress` gets one line per table written.
+    speed, never the data. `progress` gets one line per table written. `write_ods=False`
+    writes the dimensions only (`sqlflow demo produce` sends the ODS rows to Kafka instead).
     """
     _validate(rows=rows, days=days, schemas=(ods_schema, dim_schema), partitions=partitions)
     say = progress or (lambda _line: None)
@@ -91,7 +93,7 @@ def generate(
 
     tables = []
     for name, build in (("ods_ad_impressions", ods.impressions), ("ods_ad_clicks", ods.clicks),
-                        ("ods_user_events", ods.events)):
+                        ("ods_user_events", ods.events)) if write_ods else ():
         report = _write_ods(build(spark, scale), f"{ods_schema}.{name}")
         say(f"wrote {report.table}: {report.rows:,} rows")
         tables.append(report)

@@ -68,6 +68,33 @@ def run_demo(ctx: Context, console: Console, *, rows: int | None = None,
     console.print(_built_table(built, time.monotonic() - started))
 
 
+def produce_demo(ctx: Context, console: Console, *, rows: int | None = None,
+                 rate: float | None = None, seed: int | None = None, days: int | None = None) -> None:
+    """`sqlflow demo produce`: the demo's events into Kafka (docs/semantics.md, "Kafka sources")."""
+    from sqlflow.demo.produce import produce
+    from sqlflow.engine.broker import reachable
+    from sqlflow.errors import SqlflowError
+    from sqlflow.project.kafka import BOOTSTRAP_KEY, bootstrap_servers
+
+    servers = bootstrap_servers(ctx.target.server_side_parameters)
+    if servers is None:
+        raise SqlflowError(f"target `{ctx.target.name}` names no Kafka cluster ({BOOTSTRAP_KEY})",
+                           hint="run with `--target kafka` (profiles/profiles.yml)")
+    if not any(reachable(s.strip()) for s in servers.split(",")):
+        raise SqlflowError("no Kafka broker answers at the target's bootstrap servers",
+                           hint="start one with `sqlflow kafka up`, or check "
+                                "SQLFLOW_KAFKA_BOOTSTRAP / the target in profiles/profiles.yml")
+    rows = S.DEFAULT_ROWS if rows is None else rows
+    seed = S.DEFAULT_SEED if seed is None else seed
+    days = S.DEFAULT_DAYS if days is None else days
+    console.print(f"[bold]Producing demo events[/bold]: {rows:,} ad impressions over {days} day(s), "
+                  f"seed {seed}")
+    started = time.monotonic()
+    produce(ctx.spark, servers, rows=rows, seed=seed, days=days, rate=rate,
+            progress=lambda line: console.print(f"  {line}", highlight=False, soft_wrap=True))
+    console.print(f"Produced in {time.monotonic() - started:.0f}s.")
+
+
 def _sources_table(report: DemoReport) -> Table:
     """ODS rows and injected dirty rows, one column per table (narrow enough for 80 columns)."""
     ods_tables = [t for t in report.tables if t.dirty]

@@ -275,6 +275,7 @@ class SourceSemantics(BaseModel):
     future_tolerance: Duration = timedelta(0)
     partition_column: str | None = None
     ready_marker: str | None = None
+    kafka: dict[str, Any] | None = None  # checked by `sqlflow.project.kafka.KafkaBinding`
 
 
 def semantics_keys() -> list[str]:

@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from sqlflow.errors import DiagnosticSink, Location, SqlflowError, did_you_mean
 from sqlflow.project.config import SourceSemantics, micros, semantics_keys
 from sqlflow.project.eventtime import EventTime
+from sqlflow.project.kafka import KafkaBinding, kafka_keys
 
 # --- YAML with line numbers ---------------------------------------------------------------------
 
@@ -126,6 +127,7 @@ class SourceTable(BaseModel):
     future_tolerance: timedelta = timedelta(0)
     partition_column: str | None = None
     ready_marker: str | None = None
+    kafka: KafkaBinding | None = None  # docs/semantics.md, "Kafka sources"
     declared: frozenset[str] = frozenset()
     description: str = ""
     columns: tuple[Column, ...] = ()
@@ -181,6 +183,18 @@ def source_tables(entry: dict, rel: str, sink: DiagnosticSink) -> list[SourceTab
         if semantics is None:
             continue
         fields = semantics.model_dump(include=semantics.model_fields_set)
+        if semantics.kafka is not None:
+            fields["kafka"] = _kafka(sem.get("kafka"), Location(rel, _find_key_line(sem, "kafka")
+                                                                or line_of(table)), sink)
+            if fields["kafka"] is None:
+                continue
+            untyped = [c for c in columns_of(table, rel, sink) if not c.data_type]
+            for col in untyped:  # the yml columns are the payload's schema
+                sink.error(f"Kafka source `{table['name']}`: column `{col.name}` has no `data_type`",
+                           Location(rel, line_of(col) or line_of(table)),
+                           "give every column of a Kafka source a type (the JSON payload's schema)")
+            if untyped:
+                continue
         out.append(SourceTable(
             source_name=entry["name"], name=table["name"],
             schema=str(entry.get("schema") or entry["name"]),
@@ -223,6 +237,29 @@ def _semantics(block: dict, where: Location, sink: DiagnosticSink) -> SourceSema
             else:
                 hint = "" if err["type"] == "value_error" else f"fix the value of `{key}`"
                 sink.error(f"`{key}`: {err['msg'].removeprefix('Value error, ')}", loc, hint)
+        return None
+
+
+def _kafka(block: Any, where: Location, sink: DiagnosticSink) -> KafkaBinding | None:
+    """The `kafka:` block as a binding; each problem reported at its key's line."""
+    try:
+        return KafkaBinding.model_validate(block)
+    except ValidationError as exc:
+        for err in exc.errors():
+            key = str(err["loc"][0]) if err["loc"] else ""
+            loc = Location(where.path, _find_key_line(block, key) or where.line)
+            if err["type"] == "extra_forbidden":
+                sink.error(f"unknown key `{key}` in the `kafka:` binding", loc,
+                           did_you_mean(key, kafka_keys()))
+            elif err["type"] == "missing":
+                sink.error(f"the `kafka:` binding needs `{key}:`", loc,
+                           f"add `{key}: ...` (e.g. `topic: ad_impressions`)")
+            elif err["type"].startswith("literal_error"):
+                sink.error(f"`kafka.{key}` has an invalid value {err['input']!r}", loc,
+                           f"use one of {err.get('ctx', {}).get('expected', '')}")
+            else:
+                sink.error(f"`kafka.{key}`: {err['msg'].removeprefix('Value error, ')}", loc,
+                           f"fix the value of `{key}`")
         return None
 
 

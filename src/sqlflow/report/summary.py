@@ -19,7 +19,8 @@ from sqlflow.runtime.results import DateRange, RunResult, StreamRow
 
 _REASON_LABELS = {"late": "late", "future": "future", "null_event_time": "null time",
                   "malformed": "malformed", "dim_missing": "dim missing",
-                  "null_partition": "null partition", "bad_partition": "bad partition"}
+                  "null_partition": "null partition", "bad_partition": "bad partition",
+                  "oversized": "oversized", "bad_json": "bad json", "wrong_type": "wrong type"}
 
 
 def progress_line(result: RunResult) -> str:

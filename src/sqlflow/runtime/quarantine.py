@@ -13,6 +13,7 @@ micro-batch split of a stream put exactly the same rows in quarantine:
 | `dim_missing`     | an inner dimension join found no ready partition in range (docs/design.md §2.3; written by `sqlflow.runtime.snapshot`, `input` = the dimension) |
 | `null_partition`  | a routed target's row has NULL where a partition level needs a value (its commit date or hour; `sqlflow.runtime.routed.partition_quarantine`, `model` = the target) |
 | `bad_partition`   | a routed target's row has a partition value no directory can hold: a NUL character, a `column=value` name over 255 bytes once escaped, or the literal `__HIVE_DEFAULT_PARTITION__` (read back as NULL) |
+| `oversized`, `bad_json`, `wrong_type` | a Kafka source's record whose payload did not parse (its archive's `_kafka_error`, `sqlflow.runtime.kafka.payload`); first of all |
 
 A row with a NULL ingest time is neither late nor future: nothing says when it arrived.
 
@@ -20,7 +21,9 @@ Quarantine rows carry: `model`, `input` (the relation read), `reason`, `event_ti
 `ingest_time`, `raw` (the whole input row as JSON, timestamps to the microsecond), `origin`
 (where it was read: `ods.t@v12` for a Delta version, `batch 17` for a micro-batch) and `dt`
 (the date of the event time, else of the ingest time, in the session time zone; the
-quarantine table's partition column). No wall-clock column: everything but `origin` is equal
+quarantine table's partition column). A Kafka source's row (its archive has `_kafka_value`)
+keeps the record instead: `raw` is the payload (text where valid UTF-8, else `base64:` and
+its base64) and `origin` is `topic/partition/offset`, equal in both modes. No wall-clock column: everything but `origin` is equal
 across modes.
 """
 
@@ -36,7 +39,8 @@ from sqlflow.errors import SqlflowError
 from sqlflow.planning.plan import SourceBinding
 
 REASONS = ("late", "future", "null_event_time", "malformed", "dim_missing", "null_partition",
-           "bad_partition")
+           "bad_partition", "oversized", "bad_json", "wrong_type")
+KAFKA_ERROR, KAFKA_VALUE = "_kafka_error", "_kafka_value"  # sqlflow.project.kafka.ARCHIVE_COLUMNS
 COLUMNS = ("model", "input", "reason", "event_time", "ingest_time", "raw", "origin", "dt")
 PARTITION_BY = ("dt",)
 # Spark's JSON default keeps milliseconds; the raw payload must keep every microsecond.
@@ -70,15 +74,22 @@ def rows_of(df: DataFrame, times: Times, *, model: str, input: Column, reason: C
             origin: str, columns: list[str] | None = None) -> DataFrame:
     """`df` as quarantine rows (COLUMNS): `raw` is `columns` of the row (default: all) as JSON.
     Shared by the input split above and the `dim_missing` rows of a dimension join."""
-    raw = [df[c] for c in (columns or df.columns)]
+    raw_json = F.to_json(F.struct(*[df[c] for c in (columns or df.columns)]), _JSON_OPTIONS)
+    where: Column = F.lit(origin)
+    if KAFKA_VALUE in df.columns:  # a Kafka record: its payload and its place in the topic
+        value = df[KAFKA_VALUE]
+        raw_json = F.when(F.is_valid_utf8(value), value.cast("string")).otherwise(
+            F.concat(F.lit("base64:"), F.base64(value)))
+        where = F.concat_ws("/", df["_kafka_topic"], df["_kafka_partition"].cast("string"),
+                            df["_kafka_offset"].cast("string"))
     return df.select(
         F.lit(model).alias("model"),
         input.alias("input"),
         reason.alias("reason"),
         times.event.alias("event_time"),
         times.ingest.alias("ingest_time"),
-        F.to_json(F.struct(*raw), _JSON_OPTIONS).alias("raw"),
-        F.lit(origin).alias("origin"),
+        raw_json.alias("raw"),
+        where.alias("origin"),
         F.date_format(F.coalesce(times.event, times.ingest), "yyyy-MM-dd").alias("dt"),
     )
 
@@ -90,6 +101,7 @@ class Times:
     raw_event: Column
     event: Column
     ingest: Column
+    kafka_error: Column | None = None  # a Kafka source's payload error (`_kafka_error`)
 
 
 def event_times(df: DataFrame, binding: SourceBinding, *, model: str) -> Times:
@@ -113,14 +125,18 @@ def event_times(df: DataFrame, binding: SourceBinding, *, model: str) -> Times:
             "its declared ingest time",
             hint="fix `ingest_time` in the source's yml (meta: sqlflow:)")
     return Times(raw_event=df[event], event=_timestamp(df, event),
-                 ingest=_timestamp(df, ingest) if ingest else F.lit(None).cast("timestamp"))
+                 ingest=_timestamp(df, ingest) if ingest else F.lit(None).cast("timestamp"),
+                 kafka_error=df[KAFKA_ERROR] if KAFKA_ERROR in df.columns else None)
 
 
 def reason_of(times: Times, binding: SourceBinding) -> Column:
     """The quarantine reason of a row as one column expression; NULL for a clean row."""
     event_us, ingest_us = F.unix_micros(times.event), F.unix_micros(times.ingest)
+    null_event = (times.raw_event.isNull(), F.lit("null_event_time"))
+    first = F.when(*null_event) if times.kafka_error is None else \
+        F.when(times.kafka_error.isNotNull(), times.kafka_error).when(*null_event)
     return (
-        F.when(times.raw_event.isNull(), F.lit("null_event_time"))
+        first
         .when(times.event.isNull(), F.lit("malformed"))
         .when(event_us < ingest_us - F.lit(binding.allowed_lateness_us), F.lit("late"))
         .when(event_us > ingest_us + F.lit(binding.future_tolerance_us), F.lit("future"))

@@ -14,8 +14,12 @@ from rich.console import Console
 from rich.markup import escape
 
 from sqlflow.compiler import compile_project, write_artifacts
+from sqlflow.engine.broker import reachable
 from sqlflow.engine.context import Context
+from sqlflow.errors import SqlflowError
 from sqlflow.planning.plan import BatchPlan, Mode, Plan, RoutedPlan
+from sqlflow.project.kafka import BOOTSTRAP_KEY, bootstrap_servers
+from sqlflow.project.load import load_project
 from sqlflow.report.summary import (
     dims_table,
     event_line,
@@ -25,9 +29,11 @@ from sqlflow.report.summary import (
     summary_table,
 )
 from sqlflow.runtime.dispatch import run_models
+from sqlflow.runtime.kafka.archive import archive, bound_sources
 from sqlflow.runtime.metrics import Metrics
 from sqlflow.runtime.results import DateRange, RunResult, StreamRow
 from sqlflow.runtime.streams import run_streams
+from sqlflow.secrets import is_secret
 
 
 def plans_for_run(ctx: Context, mode: Mode, err: Console, *, select: Sequence[str] | None = None,
@@ -74,6 +80,7 @@ def run_stream_plans(ctx: Context, plans: Sequence[Plan], out: Console, *, trigg
     once, and per change of a model's region in the stream service), then the summary table
     and each failed model's error, printed even when a model fails. `metrics_port`: serve
     the service's Prometheus metrics on 127.0.0.1."""
+    archive_topics(ctx, plans, out)
     rows: list[StreamRow] = []
     metrics = None
     if metrics_port is not None:
@@ -92,6 +99,29 @@ def run_stream_plans(ctx: Context, plans: Sequence[Plan], out: Console, *, trigg
                     out.print(f"[red]{escape(r.model)} failed: {escape(r.error)}[/red]",
                               soft_wrap=True)
     return rows
+
+
+def archive_topics(ctx: Context, plans: Sequence[Plan], out: Console) -> None:
+    """Before a stream run, when the target names a Kafka cluster: archive the topics of the
+    Kafka sources the plans read, up to their end now (docs/semantics.md, "Kafka sources").
+    The models then read the archive, as the backfill does. The servers are never printed
+    (they may carry credentials)."""
+    servers = bootstrap_servers(ctx.target.server_side_parameters)
+    tables = bound_sources(load_project(ctx.project_dir).sources.values(), plans) if servers else []
+    if not servers or not tables:
+        return
+    if not any(reachable(a.strip(), timeout=3.0) for a in servers.split(",")):
+        secret = any(is_secret(n) for n in ctx.target.env_sourced.get(BOOTSTRAP_KEY, ()))
+        where = "the target's bootstrap servers" if secret else servers
+        raise SqlflowError(
+            f"no Kafka broker answers at {where} (target `{ctx.target.name}`), so the topics of "
+            f"{', '.join(t.key for t in tables)} cannot be archived",
+            hint="start it (`sqlflow kafka up` for the local one), or check the address, the "
+                 f"network and `{BOOTSTRAP_KEY}` in profiles/profiles.yml; nothing was run")
+    for a in archive(ctx.spark, ctx.project_dir, tables, servers):
+        bad = f", {a.malformed:,} malformed" if a.malformed else ""
+        out.print(escape(f"kafka {a.topic} -> {a.source}.{a.table}: {a.rows:,} records archived"
+                         f"{bad} ({a.seconds:.1f}s)"), soft_wrap=True)
 
 
 def run_batch_project(ctx: Context, out: Console, err: Console, *,

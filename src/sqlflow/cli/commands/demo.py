@@ -35,4 +35,19 @@ def demo_generate(rows: int | None, seed: int | None, days: int | None) -> None:
     generate_demo(context(), console, rows=rows, seed=seed, days=days)
 
 
+@demo.command("produce")
+@click.option("--rows", type=click.IntRange(min=100), default=None, help="Impressions to produce.")
+@click.option("--rate", type=click.FloatRange(min=0, min_open=True), default=None,
+              help="At most this many records a second over all topics (default: as fast as possible).")
+@click.option("--seed", type=int, default=None, help="Random seed; the same seed gives the same records.")
+@click.option("--days", type=click.IntRange(min=1, max=31), default=None, help="Days of data.")
+@error_handler
+def demo_produce(rows: int | None, rate: float | None, seed: int | None, days: int | None) -> None:
+    """Send the demo's impressions, clicks and user events to Kafka (run with `--target kafka`
+    after `sqlflow kafka up`); the dimensions go to the target's warehouse."""
+    from sqlflow.demo.run import produce_demo
+
+    produce_demo(context(), console, rows=rows, rate=rate, seed=seed, days=days)
+
+
 command = demo
