@@ -131,3 +131,27 @@ def test_the_database_is_created_and_a_changed_partitioning_is_refused(spark):
             write(spark, Sink(sink.table, "overwrite_partitions", ("v",)), frame(spark, (2, "b", "x")))
     finally:
         spark.sql("DROP DATABASE IF EXISTS rt_sinks_new CASCADE")
+
+
+def test_a_write_given_the_table_as_found_makes_no_catalog_call(spark, monkeypatch):
+    """A running stream query passes its sink's description from its first write (`known`):
+    later writes skip the catalog (existence, DESCRIBE, ownership, CREATE DATABASE) and still
+    append exactly once."""
+    from pyspark.sql import SparkSession as Classic
+    from pyspark.sql.catalog import Catalog
+
+    from sqlflow.runtime.delta import deltalog
+
+    sink = Sink(f"{DB}.known", "append_once", ("dt",), owner="m", role="sink")
+    write(spark, sink, frame(spark, (1, "a", "2026-11-01")), batch=BatchId("q@1", 0))
+    info = deltalog.describe(spark, sink.table)
+    calls = []
+    exists, sql = Catalog.tableExists, Classic.sql
+    monkeypatch.setattr(Catalog, "tableExists", lambda self, *a, **k: calls.append(a) or exists(self, *a, **k))
+    monkeypatch.setattr(Classic, "sql", lambda self, q, *a, **k: calls.append(q) or sql(self, q, *a, **k))
+    out = write(spark, sink, frame(spark, (2, "b", "2026-11-02")), batch=BatchId("q@1", 1), known=info)
+    assert calls == []
+    assert (out.rows, out.skipped) == (1, False)
+    assert write(spark, sink, frame(spark, (2, "b", "2026-11-02")), batch=BatchId("q@1", 1), known=info).skipped
+    monkeypatch.undo()
+    assert table_rows(spark, sink.table) == [(1, "a", "2026-11-01"), (2, "b", "2026-11-02")]

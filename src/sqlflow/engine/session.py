@@ -12,6 +12,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
+from sqlflow.engine import jars
 from sqlflow.errors import Location, SqlflowError
 from sqlflow.project.profiles import PROFILES_FILE, Target
 from sqlflow.secrets import is_secret
@@ -69,8 +70,12 @@ def build_session(
     from pyspark.sql import SparkSession
 
     conf = spark_conf(target, project_dir, overrides)
+    resolving = False
     if not target.is_connect:
         check_java()
+        # packages resolved by an earlier start are passed as jars: no Ivy run, no Ivy report
+        conf = jars.resolved(conf, _spark_version())
+        resolving = jars.PACKAGES in conf
         for key in ("spark.sql.warehouse.dir",):
             if key in conf and "://" not in conf[key]:
                 Path(conf[key]).mkdir(parents=True, exist_ok=True)
@@ -95,6 +100,8 @@ def build_session(
             "(run with --debug for the full error)",
         ) from exc
     set_after_start(spark, target, later)
+    if resolving:  # this start ran Ivy: record what it resolved for the next one
+        jars.remember(conf, _spark_version(), spark.sparkContext.getConf().get(jars.JARS, ""))
     if not target.is_connect:
         spark.sparkContext.setLogLevel("ERROR")
         _quiet(spark, "org.apache.hadoop.hive.metastore.HiveAlterHandler")
@@ -148,6 +155,12 @@ def set_after_start(spark, target: Target, later: dict[str, str]) -> None:
                 location=Location(str(PROFILES_FILE)),
                 hint="write the value in the profile, or in a spark-defaults.conf readable only "
                      "by you (docs/deploy.md)") from None
+
+
+def _spark_version() -> str:
+    import pyspark
+
+    return pyspark.__version__
 
 
 def _quiet(spark, logger: str) -> None:

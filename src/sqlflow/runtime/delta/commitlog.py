@@ -144,23 +144,25 @@ def ensure(spark: SparkSession, table: str = COMMIT_LOG) -> None:
 
 
 def append(spark: SparkSession, entries: Iterable[Entry], *, batch: BatchId | None = None,
-           table: str = COMMIT_LOG) -> int:
+           table: str = COMMIT_LOG, location: str | None = None) -> int:
     """Append `entries`; with `batch` a replay of the same batch id adds nothing (the app
     `<app>__commit_log`, exactly once as `sqlflow.runtime.delta.once` says). Returns the number of
-    rows appended (0 for a replay)."""
+    rows appended (0 for a replay). `location`: the log's folder, from `deltalog.describe`
+    after an earlier `ensure` of the same running query (skips two catalog look-ups)."""
     now = datetime.now(timezone.utc).replace(tzinfo=None)
     rows = [e.as_row(now) for e in entries]
     if not rows:
         return 0
-    ensure(spark, table)
+    if location is None:
+        ensure(spark, table)
     # one file per append: a few rows spread over `spark.default.parallelism` tasks made as
     # many tiny files, which every reader of the log (readiness, status) then opens
     writer = spark.createDataFrame(rows, SCHEMA).coalesce(1).writeTo(table)
     if batch is not None:
         batch = dataclasses.replace(batch, app_id=f"{batch.app_id}__commit_log")
         if batch.journal is not None:
-            before = deltalog.latest_version(spark, table)
-            if once.done(spark, table, batch, before) is not None:
+            before = deltalog.latest_version(spark, table, location)
+            if once.done(spark, table, batch, before, location) is not None:
                 return 0
         writer = writer.options(**once.options(batch))
     writer.append()

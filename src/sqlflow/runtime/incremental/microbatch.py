@@ -52,7 +52,7 @@ from pyspark.sql.types import StructType, TimestampType
 
 from sqlflow.errors import Location
 from sqlflow.identifiers import quote as quote_ident
-from sqlflow.planning.plan import PruneRange, Sink, SourceBinding, StreamPlan
+from sqlflow.planning.plan import COMMIT_LOG, PruneRange, Sink, SourceBinding, StreamPlan
 from sqlflow.runtime import offsets, snapshot
 from sqlflow.runtime import quarantine as Q
 from sqlflow.runtime.analysis_errors import model_errors
@@ -130,6 +130,11 @@ class MicroBatch(BatchFunction):
         self.reports: list[BatchReport] = []
         self.lock = threading.RLock()
         self._cached: list[DataFrame] = []  # padding frames of the running step
+        # what the catalog said once, kept for the query's life: the sink as its first write
+        # found it, the commit log's folder, which state tables exist (docs/design.md §2.9)
+        self._sink_info: deltalog.TableInfo | None = None
+        self._log_location: str | None = None
+        self._state_exists: dict[str, bool] = {}
         began = time.monotonic()
         self.last_rows = {b.relation: began for b in sides}  # when each input last brought rows
 
@@ -181,7 +186,10 @@ class MicroBatch(BatchFunction):
                     rows, now, pads, dirty = self._outer(spark, rows, batch_id, clean, counts,
                                                          stats.max_ingest)
             with phase("sink"):
-                written = write(spark, plan.sink, rows, batch=self._id(app, batch_id))
+                written = write(spark, plan.sink, rows, batch=self._id(app, batch_id),
+                                known=self._sink_info)
+                if self._sink_info is None:
+                    self._sink_info = deltalog.describe(spark, plan.sink.table)
             if self.after_sink:
                 self.after_sink(batch_id)
             with phase("state"):
@@ -191,6 +199,7 @@ class MicroBatch(BatchFunction):
                         table = self.state_tables[b.relation]
                         state.append(spark, table, clean[b.relation], self._id(table, batch_id),
                                      indexed=_indexed(b), owner=plan.model)
+                        self._state_exists[table] = True
                 self.ledger.record(batch_id, after)
                 if now is not None:
                     padding.record(spark, self.progress, batch_id, 0, "batch", now)
@@ -231,8 +240,11 @@ class MicroBatch(BatchFunction):
         """`b`'s older rows (`older.Source`): its clean rows in the table as of the source's
         version plus the copies of later batches, pruned by `keep`."""
         schema = self.schemas[b.relation]
-        copies = state.older(spark, self.state_tables[b.relation], schema, batch_id, keep,
-                             after=source.since)
+        table = self.state_tables[b.relation]
+        if table not in self._state_exists:  # only this query creates it (`state.append`)
+            self._state_exists[table] = spark.catalog.tableExists(table)
+        copies = state.older(spark, table, schema, batch_id, keep, after=source.since,
+                             exists=self._state_exists[table])
         if source.base is None:
             return copies
         rows = Q.split(older.table_at(spark, b.relation, source.base, schema), b,
@@ -479,7 +491,10 @@ class MicroBatch(BatchFunction):
         entries += [commitlog.Entry(self.plan.sink.table, spec, "dirty", "stream", self.plan.model,
                                     run_id=batch.app_id, batch_id=batch.batch_id, rows=n, reason=why)
                     for spec, n, why in dirty]
-        commitlog.append(spark, entries, batch=batch)
+        if entries and self._log_location is None:
+            commitlog.ensure(spark)
+            self._log_location = deltalog.describe(spark, COMMIT_LOG).location
+        commitlog.append(spark, entries, batch=batch, location=self._log_location)
         return out
 
     def _offsets(self, batch_id: int) -> dict[str, dict]:

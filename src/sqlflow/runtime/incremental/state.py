@@ -78,10 +78,11 @@ def empty(spark: SparkSession, schema: StructType) -> DataFrame:
 
 
 def older(spark: SparkSession, table: str, schema: StructType, batch_id: int,
-          keep: Column | None, after: int = -1) -> DataFrame:
+          keep: Column | None, after: int = -1, exists: bool | None = None) -> DataFrame:
     """Rows of batches after `after` and before `batch_id` with the input's own columns; `keep`
-    prunes them (None: no pruning). An input with no state yet has no older rows."""
-    if not spark.catalog.tableExists(table):
+    prunes them (None: no pruning). An input with no state yet has no older rows. `exists`:
+    whether the table exists, when the caller knows (None: ask the catalog)."""
+    if not (spark.catalog.tableExists(table) if exists is None else exists):
         return empty(spark, schema)
     batch = F.col(BATCH_COLUMN)
     rows = spark.table(table).where((batch > F.lit(after)) & (batch < F.lit(batch_id)))

@@ -1,0 +1,400 @@
+"""End-to-end latency and sustainable rate of `dwd_ad_clicks_attributed`: sqlflow's `incremental`
+stream plan against the hand-written Spark stateful join, under the same trigger and rate.
+
+    .venv/bin/python bench/latency.py [--rate 1000] [--seconds 20] [--trigger "1 second"]
+                                      [--search 500,2000,8000] [--search-seconds 10]
+                                      [--source delta] [--only RUNS] [--seed 42]
+
+A producer thread appends to the model's two inputs (`dw.stg_ad_impressions`,
+`dw.stg_ad_clicks`, emptied before each run) every `--tick` seconds, `--rate` rows per second
+over both sides, for `--seconds`, while the query runs with a processing-time trigger. Half
+the rows are impressions; each click belongs to an impression appended `--click-delay` ticks
+earlier (same request and ad), so every click finds its impression. Disorder: event times
+lag their ingest time by a random 0-`--disorder` seconds, so rows reach the tables out of
+event-time order (within the inputs' allowed lateness: no row is late).
+
+Latency of an output row = the moment its sink commit became visible (the mtime of the
+sink's `_delta_log/<version>.json`) - the moment the later of its two input rows was
+committed (the producer's clock after its append returned). Every output row is measured.
+Printed per run: p50 / p95 / p99 latency, the sustained rate (input rows / producer seconds,
+once the run kept up), the micro-batch durations (p50, p95) and their split into fixed cost
+and cost per row (least squares of seconds on input rows over the run's micro-batches).
+
+Then it searches each run's highest sustainable rate: `--search` rates in order, each for
+`--search-seconds`; a rate is sustained when lag does not grow (median latency of the last
+third of the rows appended at most 1.5x that of the first third plus one trigger interval).
+The highest sustained rate is reported (0: none of them).
+
+Both runs write Delta sinks; the rows of each main run are checked against the batch join of
+the same inputs (EXCEPT ALL both ways over the join's columns), and sqlflow's mean time per
+micro-batch phase is printed (after its first micro-batch, which pays the query's warm-up). A benchmark, not a test: nothing here
+asserts a time. The last line is machine-readable:
+
+    latency: p99=<s> p50=<s> rate=<rows/s> max_rate=<rows/s> hand_max_rate=<rows/s>
+
+Sources: `--source delta` (the default). `--source kafka` is refused until Kafka sources land
+(issue 21).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import shutil
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import unquote, urlparse
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from interval_join import COLUMNS, INPUTS, MODEL, OUT, copy_project, joined  # noqa: E402
+
+CLICKS, IMPS = INPUTS
+
+
+@dataclass
+class Run:
+    name: str
+    rate: int
+    seconds: float
+    latencies: list[float] = field(default_factory=list)
+    by_append: list[tuple[float, float]] = field(default_factory=list)  # (append time, latency)
+    batches: list[tuple[int, float]] = field(default_factory=list)  # (input rows, seconds)
+    rows_in: int = 0
+    rows_out: int = 0
+    produced_s: float = 0.0
+    table: str = ""
+    error: str | None = None
+    phases: dict[str, float] = field(default_factory=dict)  # mean seconds per micro-batch phase
+    differs: str | None = None
+
+    def pct(self, q: float) -> float:
+        return _pct(self.latencies, q)
+
+    def sustained(self, trigger_s: float) -> bool:
+        """Lag does not grow: the median latency of the last third of the rows (by append time)
+        is at most 1.5x that of the first third plus one trigger interval."""
+        if self.error or not self.by_append:
+            return False
+        rows = sorted(self.by_append)
+        third = max(1, len(rows) // 3)
+        first = _pct([lat for _, lat in rows[:third]], 0.5)
+        last = _pct([lat for _, lat in rows[-third:]], 0.5)
+        return last <= 1.5 * first + trigger_s
+
+    def split(self) -> tuple[float, float]:
+        """(fixed seconds per micro-batch, seconds per 1,000 input rows): least squares over
+        the micro-batches."""
+        pts = [(n, s) for n, s in self.batches if n > 0]
+        if len(pts) < 2:
+            return (pts[0][1] if pts else 0.0), 0.0
+        mx = sum(n for n, _ in pts) / len(pts)
+        my = sum(s for _, s in pts) / len(pts)
+        var = sum((n - mx) ** 2 for n, _ in pts)
+        slope = sum((n - mx) * (s - my) for n, s in pts) / var if var else 0.0
+        return my - slope * mx, slope * 1000
+
+
+def _pct(values: list[float], q: float) -> float:
+    if not values:
+        return float("nan")
+    v = sorted(values)
+    return v[min(len(v) - 1, int(q * len(v)))]
+
+
+class Producer(threading.Thread):
+    """Appends impressions and clicks to the inputs every `tick` seconds; records when each
+    tick's rows were committed (`imp_done[tick]`, `click_done[tick]`, epoch seconds)."""
+
+    def __init__(self, spark, rate: int, seconds: float, tick: float, disorder: float,
+                 click_delay: int, seed: int):
+        super().__init__(daemon=True)
+        self.spark, self.rate, self.seconds, self.tick = spark, rate, seconds, tick
+        self.disorder, self.click_delay, self.seed = disorder, click_delay, seed
+        self.imp_done: dict[int, float] = {}
+        self.click_done: dict[int, float] = {}
+        self.click_ms: dict[int, int] = {}  # a click tick's ingest time (ms) -> the tick
+        self.started = self.ended = 0.0
+        self.rows = 0
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        try:
+            self._run()
+        except BaseException as exc:  # reported by the run
+            self.error = exc
+
+    def _rows(self, tick: int, n: int, now: float, click: bool):
+        from pyspark.sql import functions as F
+
+        ts = "click_ts" if click else "imp_ts"
+        src = tick - self.click_delay if click else tick
+        jitter = F.rand(self.seed + tick * 2 + int(click)) * self.disorder
+        return self.spark.range(n).select(
+            F.concat(F.lit(f"{src}-"), F.col("id").cast("string")).alias("req_id"),
+            (F.col("id") % 97).alias("ad_id"),
+            (F.col("id") % 1009 + (7 if click else 0)).alias("user_id"),
+            F.timestamp_micros(F.lit(int(now * 1e6)) - (jitter * 1e6).cast("bigint")).alias(ts),
+            F.timestamp_millis(F.lit(int(now * 1000))).alias("ingest_ts"),
+        ).select("*", F.date_format("ingest_ts", "yyyy-MM-dd").alias("dt"),
+                 F.date_format("ingest_ts", "HH").alias("hour"))
+
+    def _run(self) -> None:
+        per_side = max(1, int(self.rate * self.tick / 2))
+        self.started = time.time()
+        tick = 0
+        while time.time() - self.started < self.seconds:
+            due = self.started + tick * self.tick
+            if (wait := due - time.time()) > 0:
+                time.sleep(wait)
+            now = time.time()
+            self._rows(tick, per_side, now, False).write.format("delta").mode("append").saveAsTable(IMPS)
+            self.imp_done[tick] = time.time()
+            self.rows += per_side
+            if tick >= self.click_delay:
+                self.click_ms[int(now * 1000)] = tick
+                self._rows(tick, per_side, now, True).write.format("delta").mode("append").saveAsTable(CLICKS)
+                self.click_done[tick] = time.time()
+                self.rows += per_side
+            tick += 1
+        self.ended = time.time()
+
+
+def empty_inputs(spark) -> None:
+    """No rows in the inputs: a fresh query starts from their (empty) latest snapshot."""
+    for t in INPUTS:
+        spark.sql(f"DELETE FROM {t}")
+
+
+def commit_times(spark, table: str) -> dict[str, float]:
+    """File name -> when the sink commit that added it became visible (its log file's mtime)."""
+    from sqlflow.runtime.delta import deltalog
+
+    location = deltalog.describe(spark, table).location
+    log = os.path.join(unquote(urlparse(location).path), "_delta_log")
+    out = {}
+    for name in os.listdir(log):
+        if not name.endswith(".json") or not name[:-5].isdigit():
+            continue
+        path = os.path.join(log, name)
+        visible = os.stat(path).st_mtime
+        with open(path, encoding="utf-8") as f:
+            for line in f:
+                add = json.loads(line).get("add") if line.strip() else None
+                if add:
+                    out[unquote(add["path"]).rsplit("/", 1)[-1]] = visible
+    return out
+
+
+def measure(spark, run: Run, producer: Producer) -> None:
+    """Each output row's latency from the sink's commits and the producer's clock."""
+    from pyspark.sql import functions as F
+
+    visible = commit_times(spark, run.table)
+    rows = (spark.table(run.table)
+            .select("req_id", F.unix_millis("ingest_ts").alias("click_ms"),
+                    F.col("_metadata.file_path").alias("file")).collect())
+    click_tick = producer.click_ms
+    run.rows_out = len(rows)
+    for r in rows:
+        imp_tick = int(r["req_id"].split("-", 1)[0])
+        ct = _click_tick(click_tick, r["click_ms"])
+        if ct is None or imp_tick not in producer.imp_done:
+            continue
+        appended = max(producer.imp_done[imp_tick], producer.click_done[ct])
+        seen = visible.get(unquote(r["file"]).rsplit("/", 1)[-1])
+        if seen is None:
+            continue
+        run.latencies.append(seen - appended)
+        run.by_append.append((appended, seen - appended))
+
+
+def _click_tick(ticks: dict[int, int], ms: int) -> int | None:
+    """The producer tick whose clicks carry ingest time `ms` (the tick's start, to the ms)."""
+    for d in (0, -1, 1):
+        if ms + d in ticks:
+            return ticks[ms + d]
+    return None
+
+
+def run_sqlflow(ctx, plan, table: str, checkpoint: Path, args, rate: int, seconds: float) -> Run:
+    from sqlflow.runtime.incremental import stream
+
+    run = Run("sqlflow incremental", rate, seconds, table=table)
+    plan = dataclasses.replace(
+        plan, sink=dataclasses.replace(plan.sink, table=table, checkpoint=str(checkpoint)),
+        quarantine=f"{table}__quarantine")
+    empty_inputs(ctx.spark)
+    query, fn = stream.start(ctx, plan, trigger=args.trigger)
+    _drive(ctx.spark, run, query, args, rate, seconds)
+    reports = [b for b in fn.reports if b.kind == "batch"]
+    run.batches = [(sum(n for _, n in b.rows_in), b.seconds) for b in reports]
+    for b in reports[1:]:  # the first pays the query's warm-up
+        for name, s in b.phases:
+            run.phases[name] = run.phases.get(name, 0.0) + s / max(1, len(reports) - 1)
+    if fn.error is not None and run.error is None:
+        run.error = str(fn.error).splitlines()[0]
+    return run
+
+
+def run_hand(spark, table: str, checkpoint: Path, args, rate: int, seconds: float, lateness: str) -> Run:
+    run = Run("hand stateful", rate, seconds, table=table)
+    empty_inputs(spark)
+
+    def read(relation, ts):
+        return spark.readStream.format("delta").table(relation).withWatermark(ts, lateness)
+
+    query = (joined(read(CLICKS, "click_ts"), read(IMPS, "imp_ts")).writeStream
+             .format("delta").partitionBy("dt", "hour").outputMode("append")
+             .option("checkpointLocation", str(checkpoint)).trigger(processingTime=args.trigger)
+             .toTable(table))
+    _drive(spark, run, query, args, rate, seconds)
+    run.batches = [(p["numInputRows"], p["durationMs"].get("triggerExecution", 0) / 1000)
+                   for p in query.recentProgress if p["numInputRows"]]
+    return run
+
+
+def _drive(spark, run: Run, query, args, rate: int, seconds: float) -> None:
+    """Produce for `seconds` while `query` runs, let it process what is left, stop it, and
+    measure the latency of every output row."""
+    producer = Producer(spark, rate, seconds, args.tick, args.disorder, args.click_delay, args.seed)
+    producer.start()
+    producer.join()
+    try:
+        if producer.error is not None:
+            raise producer.error
+        query.processAllAvailable()
+    except Exception as exc:  # a failed run is a result too
+        run.error = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    finally:
+        query.stop()
+    run.rows_in = producer.rows
+    run.produced_s = (producer.ended - producer.started) or seconds
+    if run.error is None:
+        measure(spark, run, producer)
+        truth = joined(spark.table(CLICKS), spark.table(IMPS)).select(*COLUMNS)
+        got = spark.table(run.table).select(*COLUMNS)
+        missing, extra = truth.exceptAll(got).count(), got.exceptAll(truth).count()
+        if missing or extra:
+            run.differs = (f"{missing:,} rows missing, {extra:,} extra against the batch join "
+                           "of the same inputs")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rate", type=int, default=1000, help="input rows per second, both sides")
+    parser.add_argument("--seconds", type=float, default=20.0, help="how long the producer runs")
+    parser.add_argument("--trigger", default="1 second", help="processing-time trigger of both queries")
+    parser.add_argument("--tick", type=float, default=0.5, help="seconds between producer appends")
+    parser.add_argument("--disorder", type=float, default=2.0, help="event time lags ingest by up to this (s)")
+    parser.add_argument("--click-delay", type=int, default=2, help="ticks from an impression to its click")
+    parser.add_argument("--search", default="500,2000,8000",
+                        help="rates tried for the highest sustainable rate, ascending ('' skips)")
+    parser.add_argument("--search-seconds", type=float, default=10.0)
+    parser.add_argument("--source", choices=("delta", "kafka"), default="delta")
+    parser.add_argument("--only", default="", help="`sqlflow` or `hand`: measure one of them")
+    parser.add_argument("--seed", type=int, default=42)
+    parser.add_argument("--keep", action="store_true", help="keep the temp project folder")
+    args = parser.parse_args()
+    if args.source == "kafka":
+        print("bench/latency.py: Kafka sources land with issue 21; use --source delta for now")
+        return 2
+    folder = Path(tempfile.mkdtemp(prefix="sqlflow_latency_"))
+    try:
+        return bench(copy_project(folder), args)
+    finally:
+        if args.keep:
+            print(f"kept {folder}")
+        else:
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+def bench(project: Path, args) -> int:
+    from sqlflow.compiler import compile_project
+    from sqlflow.demo.generate import generate
+    from sqlflow.engine.context import Context
+    from sqlflow.runtime.batch import run_batch
+
+    ctx = Context.discover(project)
+    spark = ctx.spark
+    spark.sparkContext.setLogLevel("ERROR")
+    generate(spark, rows=2000, seed=args.seed, days=1)  # the inputs' tables, emptied per run
+    batch_plans = compile_project(project, mode="batch", target=ctx.target)
+    stream_plans = compile_project(project, mode="stream", target=ctx.target)
+    batch_plans.raise_if_errors()
+    stream_plans.raise_if_errors()
+    for model in ("stg_ad_clicks", "stg_ad_impressions"):
+        run_batch(ctx, batch_plans.plans[model])
+    spark.sql(f"CREATE DATABASE IF NOT EXISTS {OUT}")
+    plan = stream_plans.plans[MODEL]
+    side = plan.sources[0]
+    lateness = f"{side.allowed_lateness_us + side.future_tolerance_us} microseconds"
+    trigger_s = _seconds(args.trigger)
+    checkpoints = project / ".sqlflow" / "latency"
+    who = [w for w in ("sqlflow", "hand") if not args.only or args.only == w]
+    n = 0
+
+    def one(kind: str, rate: int, seconds: float) -> Run:
+        nonlocal n
+        n += 1
+        table, cp = f"{OUT}.latency_{kind}_{n}", checkpoints / f"{kind}_{n}"
+        print(f"{kind}: {rate:,} rows/s for {seconds:g}s, trigger {args.trigger}", flush=True)
+        r = (run_sqlflow(ctx, plan, table, cp, args, rate, seconds) if kind == "sqlflow"
+             else run_hand(spark, table, cp, args, rate, seconds, lateness))
+        fixed, per_k = r.split()
+        summary = (f"p50 {r.pct(0.5):.2f}s p99 {r.pct(0.99):.2f}s, {len(r.batches)} batches, "
+                   f"fixed {fixed:.2f}s + {per_k:.3f}s/1k rows, sustained: {r.sustained(trigger_s)}")
+        print(f"  {r.error or summary}", flush=True)
+        return r
+
+    main_runs = {w: one(w, args.rate, args.seconds) for w in who}
+    for r in main_runs.values():
+        print(f"{r.name}: " + (f"DIFFERS: {r.differs}" if r.differs else
+                               "same rows as the batch join of its inputs" if not r.error else r.error))
+        if r.phases:
+            print("  mean seconds per micro-batch phase (after the first): "
+                  + ", ".join(f"{k} {v:.2f}" for k, v in r.phases.items()))
+    best: dict[str, int] = {}
+    rates = [int(x) for x in args.search.split(",") if x.strip()]
+    for w in who:
+        best[w] = 0
+        for rate in rates:
+            r = one(w, rate, args.search_seconds)
+            if not r.sustained(trigger_s):
+                break
+            best[w] = rate
+    print()
+    print(f"{'run':<22}{'p50 s':>8}{'p95 s':>8}{'p99 s':>8}{'rate/s':>9}{'batches':>9}"
+          f"{'batch p50':>10}{'batch p95':>10}{'fixed s':>9}{'s/1k rows':>10}{'max rate':>10}")
+    for w, r in main_runs.items():
+        fixed, per_k = r.split()
+        durations = [s for _, s in r.batches]
+        rate = r.rows_in / r.produced_s if r.produced_s and r.sustained(trigger_s) else 0.0
+        print(f"{r.name:<22}{r.pct(0.5):>8.2f}{r.pct(0.95):>8.2f}{r.pct(0.99):>8.2f}{rate:>9,.0f}"
+              f"{len(r.batches):>9}{_pct(durations, 0.5):>10.2f}{_pct(durations, 0.95):>10.2f}"
+              f"{fixed:>9.2f}{per_k:>10.3f}{best.get(w, 0):>10,}" + (f"  FAILED: {r.error}" if r.error else ""))
+    s, h = main_runs.get("sqlflow"), main_runs.get("hand")
+    if s and h and not (s.error or h.error):
+        print(f"sqlflow / hand-written: p99 latency {s.pct(0.99) / h.pct(0.99):.2f}x, "
+              f"micro-batch p50 {_pct([x for _, x in s.batches], .5) / _pct([x for _, x in h.batches], .5):.2f}x"
+              + (f", max rate {best['sqlflow'] / best['hand']:.2f}x" if best.get("hand") else ""))
+    r = s or h
+    assert r is not None
+    rate = r.rows_in / r.produced_s if r.produced_s and r.sustained(trigger_s) else 0.0
+    print(f"latency: p99={r.pct(0.99):.3f} p50={r.pct(0.5):.3f} rate={rate:.0f} "
+          f"max_rate={best.get('sqlflow', 0)} hand_max_rate={best.get('hand', 0)}")
+    return 1 if any(x.error or x.differs for x in main_runs.values()) else 0
+
+
+def _seconds(trigger: str) -> float:
+    value, _, unit = trigger.strip().partition(" ")
+    return float(value) * (60 if unit.startswith("min") else 0.001 if unit.startswith("milli") else 1)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
