@@ -1,0 +1,81 @@
+"""The demo project through a real Spark Connect server (the `connect` target), started once
+per session from pyspark's own jars with Delta's extension and catalog (tests/spark_servers.py).
+
+Batch: the server gets the `local` reference run's sources and commit log (copies of its
+Delta folders, registered as tables: `sqlflow demo generate` cannot run over Connect, see
+below), `sqlflow --target connect run --mode batch` builds every model on the server, and
+every model table equals the reference's, row for row. The routed group runs without its
+`_SUCCESS` markers, which need the driver's file system.
+
+What cannot run over Connect with pyspark 4.2 is refused before any work, with the reason and
+the alternative (docs/deploy.md, "Spark Connect"): stream runs and the demo generator.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+from cluster.demo_runs import DEMO, SQLFLOW, assert_same_tables, copy_project, sqlflow
+
+pytestmark = pytest.mark.spark
+
+REGISTER = r"""
+import sys
+from pyspark.sql import SparkSession
+
+spark = SparkSession.builder.remote(sys.argv[1]).getOrCreate()
+for spec in sys.argv[2:]:
+    name, path = spec.split("=", 1)
+    spark.sql(f"CREATE DATABASE IF NOT EXISTS {name.split('.')[0]}")
+    spark.sql(f"CREATE TABLE {name} USING DELTA LOCATION '{path}'")
+spark.stop()
+"""
+
+
+@pytest.fixture(scope="module")
+def connect_project(tmp_path_factory, connect_server):
+    project = copy_project(tmp_path_factory.mktemp("connect_run") / "project")
+    env = {**os.environ, "SQLFLOW_SPARK_REMOTE": connect_server.url}
+    return project, env
+
+
+def test_connect_batch_equals_local(spark, local_run, connect_server, connect_project):
+    project, env = connect_project
+    config = yaml.safe_load((project / "dbt_project.yml").read_text())
+    config["models"]["sqlflow_demo"]["routed"]["+routing"]["success_marker"] = False
+    (project / "dbt_project.yml").write_text(yaml.safe_dump(config, sort_keys=False))
+    # the reference's sources and commit log (which says which dimension days are ready)
+    warehouse = local_run / ".sqlflow" / "warehouse"
+    specs = []
+    for db, names in (("ods", ("ods_ad_impressions", "ods_ad_clicks", "ods_user_events")),
+                      ("dim", ("dim_user", "dim_ad")), ("sqlflow", ("commit_log",))):
+        for name in names:
+            copy = connect_server.state / "inputs" / db / name
+            shutil.copytree(warehouse / f"{db}.db" / name, copy)
+            specs.append(f"{db}.{name}={copy}")
+    done = subprocess.run([sys.executable, "-c", REGISTER, connect_server.url, *specs],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    out = sqlflow(project, env, "--target", "connect", "run", "--mode", "batch")
+    assert "ue_live" in out, out[-2000:]
+    assert_same_tables(spark, connect_server.state / "warehouse", local_run, databases=("dw",))
+
+
+@pytest.mark.parametrize("command", [
+    ["run", "--mode", "stream", "--trigger", "available-now"],
+    ["demo", "generate", *DEMO],
+])
+def test_what_cannot_run_over_connect_says_why_and_what_instead(connect_project, command):
+    project, env = connect_project
+    done = subprocess.run([*SQLFLOW, "--project-dir", str(project), "--target", "connect", *command],
+                          env=env, cwd=project, capture_output=True, text=True, timeout=120)
+    said = " ".join((done.stdout + done.stderr).split())
+    assert done.returncode == 1, said[-2000:]
+    assert "cannot run over Spark Connect (target `connect`)" in said, said[-2000:]
+    assert "`cluster` target" in said and "docs/deploy.md" in said, said[-2000:]
