@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-SQLFLOW = [sys.executable, "-m", "sqlflow.cli.main"]
+SQLFLOW = [str(Path(sys.executable).with_name("sqlflow"))]  # the console script of this venv
 DEMO = ["--rows", "200", "--days", "1", "--seed", "5"]  # small: ~200 impressions, ~400 events
 
 

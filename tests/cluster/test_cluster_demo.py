@@ -72,6 +72,5 @@ def test_cluster_stream_equals_local(spark, local_run, cluster_project):
             service.kill()
     text = log.read_text(errors="replace")
     assert all(f"{q} batch" in text for q in queries), text[-4000:]
-    out = sqlflow(project, env, "--target", "cluster", "run", "--mode", "stream", "--trigger", "available-now")
-    assert "flush" in out, out[-3000:]
+    sqlflow(project, env, "--target", "cluster", "run", "--mode", "stream", "--trigger", "available-now")
     assert_same_tables(spark, project, local_run)
