@@ -17,6 +17,7 @@ import os
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import yaml
@@ -79,3 +80,25 @@ def test_what_cannot_run_over_connect_says_why_and_what_instead(connect_project,
     assert done.returncode == 1, said[-2000:]
     assert "cannot run over Spark Connect (target `connect`)" in said, said[-2000:]
     assert "`cluster` target" in said and "docs/deploy.md" in said, said[-2000:]
+
+
+@pytest.mark.dbt
+def test_dbt_run_over_connect_calls_the_udfs(spark, local_run, connect_server, connect_project):
+    """Plain `dbt run --target connect` (dbt-spark's session method with `spark.remote`): the
+    dbt plugin registers `udfs/*.py` in the Connect session, so the routed `ue_live` model
+    (`spmid_department(spmid)`) builds on the server, into a schema of its own, with the
+    reference's rows. Needs the sources the batch test registered."""
+    project, env = connect_project
+    profiles = yaml.safe_load((project / "profiles" / "profiles.yml").read_text())
+    profiles["sqlflow"]["outputs"]["connect"]["schema"] = "dbt_connect"
+    (project / "profiles" / "profiles.yml").write_text(yaml.safe_dump(profiles, sort_keys=False))
+    dbt = str(Path(sys.executable).with_name("dbt"))
+    done = subprocess.run([dbt, "run", "--target", "connect", "--profiles-dir", "profiles",
+                           "--select", "stg_user_events", "ue_live"],
+                          env=env, cwd=project, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout[-4000:]
+    built = connect_server.state / "warehouse" / "dbt_connect.db" / "ue_live"
+    want = spark.read.format("delta").load(str(local_run / ".sqlflow" / "warehouse" / "dw.db" / "ue_live"))
+    got = spark.read.format("delta").load(str(built)).select(*want.columns)
+    assert (want.exceptAll(got).collect(), got.exceptAll(want).collect()) == ([], [])
+    assert want.count() > 0
