@@ -54,7 +54,8 @@ def test_cluster_stream_equals_local(spark, local_run, cluster_project):
            "--trigger", "2 seconds", "--full-refresh", "--stop-timeout", "60 seconds"]
     log = project / "service.log"
     with open(log, "w") as out:
-        service = subprocess.Popen(cmd, env=env, cwd=project, stdout=out, stderr=subprocess.STDOUT)
+        service = subprocess.Popen(cmd, env={**env, "PYTHONUNBUFFERED": "1"}, cwd=project, stdout=out,
+                                   stderr=subprocess.STDOUT)  # unbuffered: its lines are polled
     queries = ("stg_ad_impressions", "stg_ad_clicks", "stg_user_events", "dwd_ad_click_samples",
                STATEFUL_MODEL, "dwd_user_events_enriched", "user_events_by_department")
     try:
