@@ -46,12 +46,10 @@ def connect_project(tmp_path_factory, connect_server):
     return project, env
 
 
-def test_connect_batch_equals_local(spark, local_run, connect_server, connect_project):
-    project, env = connect_project
-    config = yaml.safe_load((project / "dbt_project.yml").read_text())
-    config["models"]["sqlflow_demo"]["routed"]["+routing"]["success_marker"] = False
-    (project / "dbt_project.yml").write_text(yaml.safe_dump(config, sort_keys=False))
-    # the reference's sources and commit log (which says which dimension days are ready)
+@pytest.fixture(scope="module")
+def connect_sources(local_run, connect_server):
+    """The reference's sources and commit log (which says which dimension days are ready),
+    copied and registered as tables on the Connect server."""
     warehouse = local_run / ".sqlflow" / "warehouse"
     specs = []
     for db, names in (("ods", ("ods_ad_impressions", "ods_ad_clicks", "ods_user_events")),
@@ -63,6 +61,13 @@ def test_connect_batch_equals_local(spark, local_run, connect_server, connect_pr
     done = subprocess.run([sys.executable, "-c", REGISTER, connect_server.url, *specs],
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
+
+
+def test_connect_batch_equals_local(spark, local_run, connect_server, connect_sources, connect_project):
+    project, env = connect_project
+    config = yaml.safe_load((project / "dbt_project.yml").read_text())
+    config["models"]["sqlflow_demo"]["routed"]["+routing"]["success_marker"] = False
+    (project / "dbt_project.yml").write_text(yaml.safe_dump(config, sort_keys=False))
     out = sqlflow(project, env, "--target", "connect", "run", "--mode", "batch")
     assert "ue_live" in out, out[-2000:]
     assert_same_tables(spark, connect_server.state / "warehouse", local_run, databases=("dw",))
@@ -83,12 +88,13 @@ def test_what_cannot_run_over_connect_says_why_and_what_instead(connect_project,
 
 
 @pytest.mark.dbt
-def test_dbt_run_over_connect_calls_the_udfs(spark, local_run, connect_server, connect_project):
+def test_dbt_run_over_connect_calls_the_udfs(spark, local_run, connect_server, connect_sources, tmp_path):
     """Plain `dbt run --target connect` (dbt-spark's session method with `spark.remote`): the
     dbt plugin registers `udfs/*.py` in the Connect session, so the routed `ue_live` model
     (`spmid_department(spmid)`) builds on the server, into a schema of its own, with the
-    reference's rows. Needs the sources the batch test registered."""
-    project, env = connect_project
+    reference's rows."""
+    project = copy_project(tmp_path / "project")
+    env = {**os.environ, "SQLFLOW_SPARK_REMOTE": connect_server.url}
     profiles = yaml.safe_load((project / "profiles" / "profiles.yml").read_text())
     profiles["sqlflow"]["outputs"]["connect"]["schema"] = "dbt_connect"
     (project / "profiles" / "profiles.yml").write_text(yaml.safe_dump(profiles, sort_keys=False))
