@@ -4,11 +4,13 @@ per session from pyspark's own jars with Delta's extension and catalog (tests/sp
 Batch: the server gets the `local` reference run's sources and commit log (copies of its
 Delta folders, registered as tables: `sqlflow demo generate` cannot run over Connect, see
 below), `sqlflow --target connect run --mode batch` builds every model on the server, and
-every model table equals the reference's, row for row. The routed group runs without its
-`_SUCCESS` markers, which need the driver's file system.
+every model table equals the reference's, row for row, but the routed group's, which is
+refused over Connect with the reason (its write's expression is nested deeper than the
+Connect client's protobuf decoder accepts).
 
 What cannot run over Connect with pyspark 4.2 is refused before any work, with the reason and
-the alternative (docs/deploy.md, "Spark Connect"): stream runs and the demo generator.
+the alternative (docs/deploy.md, "Spark Connect"): stream runs, routed groups and the demo
+generator.
 """
 
 from __future__ import annotations
@@ -25,6 +27,9 @@ import yaml
 from cluster.demo_runs import DEMO, SQLFLOW, assert_same_tables, copy_project, sqlflow
 
 pytestmark = pytest.mark.spark
+# refused over Connect (a routed group's expression is too deep for the client's protobuf)
+ROUTED = ("ue_ad", "ue_game", "ue_live", "ue_main", "ue_manga", "ue_music",
+          "user_events_by_department__quarantine")
 
 REGISTER = r"""
 import sys
@@ -65,16 +70,16 @@ def connect_sources(local_run, connect_server):
 
 def test_connect_batch_equals_local(spark, local_run, connect_server, connect_sources, connect_project):
     project, env = connect_project
-    config = yaml.safe_load((project / "dbt_project.yml").read_text())
-    config["models"]["sqlflow_demo"]["routed"]["+routing"]["success_marker"] = False
-    (project / "dbt_project.yml").write_text(yaml.safe_dump(config, sort_keys=False))
-    out = sqlflow(project, env, "--target", "connect", "run", "--mode", "batch")
-    assert "ue_live" in out, out[-2000:]
-    assert_same_tables(spark, connect_server.state / "warehouse", local_run, databases=("dw",))
+    out = sqlflow(project, env, "--target", "connect", "run", "--mode", "batch",
+                  "--select", "path:models/staging", "--select", "path:models/dwd")
+    assert "dwd_user_events_enriched" in out, out[-2000:]
+    assert_same_tables(spark, connect_server.state / "warehouse", local_run, databases=("dw",),
+                       skip=ROUTED)
 
 
 @pytest.mark.parametrize("command", [
     ["run", "--mode", "stream", "--trigger", "available-now"],
+    ["run", "--mode", "batch", "--select", "path:models/routed"],
     ["demo", "generate", *DEMO],
 ])
 def test_what_cannot_run_over_connect_says_why_and_what_instead(connect_project, command):

@@ -27,6 +27,10 @@ LIMITS = {
     "markers": "a routed group's `_SUCCESS` markers are files written through the driver's Hadoop "
                "FileSystem, which a Connect client does not have (set `success_marker: false` in "
                "the group's `routing` config to run it over Connect)",
+    "routed": "a routed group's write builds one Spark expression nested deeper than the Connect "
+              "client's protobuf decoder accepts (`DecodeError: Error parsing message with type "
+              "'spark.connect.Expression'`, pyspark 4.2); deselect the group (`--select` the other "
+              "models)",
     "generate": "the demo's ready markers are files written through the driver's Hadoop "
                 "FileSystem, which a Connect client does not have",
 }
