@@ -27,7 +27,7 @@ from cluster.demo_runs import DEMO, SQLFLOW, assert_same_tables, copy_project, s
 
 pytestmark = pytest.mark.spark
 STATEFUL_MODEL = "dwd_ad_clicks_attributed"
-SERVICE_SECONDS = 30  # the interval-trigger service runs this long before SIGTERM
+SERVICE_SECONDS = 300  # at most this long until every query of the service is running
 
 @pytest.fixture(scope="module")
 def cluster_project(tmp_path_factory, standalone_cluster):
@@ -64,8 +64,16 @@ def test_cluster_stream_equals_local(spark, local_run, cluster_project):
     with open(log, "w") as out:
         service = subprocess.Popen(cmd, env={**env, "PYTHONUNBUFFERED": "1"}, cwd=project, stdout=out,
                                    stderr=subprocess.STDOUT)
+    queries = ("stg_ad_impressions", "stg_ad_clicks", "stg_user_events", "dwd_ad_click_samples",
+               STATEFUL_MODEL, "dwd_user_events_enriched", "user_events_by_department")
     try:
-        time.sleep(SERVICE_SECONDS)
+        deadline = time.monotonic() + SERVICE_SECONDS
+        while time.monotonic() < deadline and service.poll() is None:
+            if all(f"{q}: running" in log.read_text(errors="replace") for q in queries):
+                break
+            time.sleep(2)
+        assert all(f"{q}: running" in log.read_text(errors="replace") for q in queries), \
+            log.read_text()[-4000:]
         assert service.poll() is None, f"the service ended early:\n{log.read_text()[-4000:]}"
         service.send_signal(signal.SIGTERM)
         assert service.wait(timeout=180) == 0, log.read_text()[-4000:]
