@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from spark_servers import connect_server, standalone_cluster  # noqa: F401  (session fixtures)
+
 ROOT = Path(__file__).resolve().parents[1]
 
 

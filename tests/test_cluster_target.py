@@ -1,7 +1,8 @@
 """The `cluster` target against a real Spark standalone master and worker on 127.0.0.1.
 
-The master and worker come from the pyspark install (`spark-class`); the job runs in a
-separate Python process because this test process already owns a local SparkContext.
+The master and its two workers are the session's (tests/spark_servers.py, started once for
+every cluster test); the job runs in a separate Python process because this test process
+already owns a local SparkContext.
 """
 
 from __future__ import annotations
@@ -9,17 +10,13 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
-import pyspark
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-SPARK_CLASS = Path(pyspark.__file__).parent / "bin" / "spark-class"
 
 pytestmark = pytest.mark.spark  # a standalone master and worker, each a JVM
 
@@ -41,61 +38,13 @@ spark.stop()
 """
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _wait_for_port(port: int, seconds: float) -> None:
-    deadline = time.time() + seconds
-    while time.time() < deadline:
-        with socket.socket() as s:
-            if s.connect_ex(("127.0.0.1", port)) == 0:
-                return
-        time.sleep(0.5)
-    raise TimeoutError(f"nothing listens on 127.0.0.1:{port} after {seconds}s")
-
-
-@pytest.fixture()
-def standalone_cluster(tmp_path):
-    port, ui, wui = _free_port(), _free_port(), _free_port()
-    env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "SPARK_NO_DAEMONIZE": "1"}
-    logs = [open(tmp_path / "master.log", "w"), open(tmp_path / "worker.log", "w")]
-    master = subprocess.Popen(
-        [str(SPARK_CLASS), "org.apache.spark.deploy.master.Master",
-         "--host", "127.0.0.1", "--port", str(port), "--webui-port", str(ui)],
-        env=env, stdout=logs[0], stderr=subprocess.STDOUT)
-    procs = [master]
-    try:
-        _wait_for_port(port, 60)
-        url = f"spark://127.0.0.1:{port}"
-        procs.append(subprocess.Popen(
-            [str(SPARK_CLASS), "org.apache.spark.deploy.worker.Worker", url,
-             "--cores", "1", "--memory", "1g", "--webui-port", str(wui),
-             "--work-dir", str(tmp_path / "work")],
-            env=env, stdout=logs[1], stderr=subprocess.STDOUT))
-        time.sleep(3)
-        yield url
-    finally:
-        for p in reversed(procs):
-            p.terminate()
-        for p in procs:
-            try:
-                p.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                p.kill()
-        for f in logs:
-            f.close()
-
-
 def test_cluster_target_runs_delta_and_udfs_on_a_real_worker(standalone_cluster, tmp_path):
     project = tmp_path / "project"
     project.mkdir()
     shutil.copytree(ROOT / "profiles", project / "profiles")
     shutil.copytree(ROOT / "udfs", project / "udfs")
     shutil.copy(ROOT / "dbt_project.yml", project / "dbt_project.yml")
-    env = {**os.environ, "SQLFLOW_SPARK_MASTER": standalone_cluster, "SPARK_LOCAL_IP": "127.0.0.1"}
+    env = {**os.environ, "SQLFLOW_SPARK_MASTER": standalone_cluster.url, "SPARK_LOCAL_IP": "127.0.0.1"}
     out = subprocess.run([sys.executable, "-c", JOB, str(project)], env=env,
                          capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-3000:]

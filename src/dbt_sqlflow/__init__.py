@@ -8,7 +8,10 @@ every importable top-level module whose name starts with `dbt_` and instantiates
 This module is one: when the command will run SQL on a `session` target and the project has
 a `udfs/` folder, it builds the session first, from the same profile target dbt resolved
 (sqlflow's `build_session`, which also registers the UDFs). dbt-spark's `getOrCreate()` then
-returns that session. The profile stays plain dbt-spark; nothing is patched.
+returns that session. The profile stays plain dbt-spark; nothing is patched. A Spark Connect
+target (`spark.remote`) works the same way: the UDFs are registered in the Connect session
+(pickled by value, run by the server's Python workers), and dbt-spark's `getOrCreate()` gets
+that session back (docs/deploy.md, "Spark Connect").
 
 Opt out with `SQLFLOW_DBT_UDFS=0`. The plugin API is marked experimental by dbt-core; it is
 pinned with dbt-core 1.11 (docs/stack.md).
@@ -55,9 +58,7 @@ def register(project_dir: Path, target_name: str, server_side_parameters: dict) 
 
     from sqlflow.engine.udfs import register_udfs
 
-    if "spark.remote" in server_side_parameters:
-        return  # Spark Connect targets are not handled yet: use `sqlflow dbt ...` there
-    active = SparkSession.getActiveSession()
+    active = None if "spark.remote" in server_side_parameters else SparkSession.getActiveSession()
     if active is not None:  # `sqlflow dbt`, or dbt invoked in-process by a test
         register_udfs(active, project_dir)
         return

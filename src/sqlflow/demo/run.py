@@ -13,6 +13,7 @@ from rich.table import Table
 
 from sqlflow.demo import scenario as S
 from sqlflow.demo.generate import DemoReport, generate, span, table_rows
+from sqlflow.engine.connect_limits import refuse_over_connect
 from sqlflow.engine.context import Context
 
 _DIRTY_ROWS = (("late", "late"), ("future", "future"), ("null_event_time", "null event time"),
@@ -27,6 +28,7 @@ def generate_demo(ctx: Context, console: Console, *, rows: int | None = None,
     None means the scenario's default (S.DEFAULT_ROWS impressions, seed S.DEFAULT_SEED,
     S.DEFAULT_DAYS days from S.DEFAULT_START).
     """
+    refuse_over_connect(ctx.target, "generate")
     rows = S.DEFAULT_ROWS if rows is None else rows
     seed = S.DEFAULT_SEED if seed is None else seed
     days = S.DEFAULT_DAYS if days is None else days

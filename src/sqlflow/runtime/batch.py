@@ -93,11 +93,13 @@ def run_batch(ctx: Context, plan: BatchPlan, *, start: date | None = None,
             hint=f"its batch SQL is in target/sqlflow/batch/{plan.model}.sql; "
                  "run with --debug for Spark's full error") from exc
     finally:
+        # unpersist before the views go: over Spark Connect a DataFrame is resolved again on
+        # the server at each call, so its views must still exist (docs/deploy.md, Spark Connect)
+        for rows in cached:
+            rows.unpersist()
         for b in plan.sources:
             if b.view:
                 spark.catalog.dropTempView(b.view)
-        for rows in cached:
-            rows.unpersist()
         snapshot.release(spark, plan.dim)
     counts = count_quarantine(spark, plan.quarantine, dates) if q_result else ()
     return RunResult(plan.model, dates, reads, sink, q_result, counts, time.monotonic() - began,

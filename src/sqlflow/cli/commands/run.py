@@ -58,6 +58,8 @@ def run_cmd(mode: Mode, trigger: str | None, start, end, select: tuple[str, ...]
     triggers the run is a service: a failing model is restarted alone, SIGTERM or Ctrl-C
     stops every query, and the exit code is 1 if any model ended failed.
     """
+    from sqlflow.engine.connect_limits import refuse_over_connect
+    from sqlflow.planning.plan import RoutedPlan
     from sqlflow.workflows.run import plans_for_run, run_batch_plans, run_stream_plans
 
     ctx = context()
@@ -70,8 +72,11 @@ def run_cmd(mode: Mode, trigger: str | None, start, end, select: tuple[str, ...]
     if mode == "batch" and full_refresh:
         raise SqlflowError("--full-refresh applies to --mode stream only",
                            hint="a batch run already replaces every partition it computes")
+    refuse_over_connect(ctx.target, mode)
     plans = plans_for_run(ctx, mode, err_console, select=select, vars=parse_vars(vars_text),
                           exclude=exclude)
+    if any(isinstance(p, RoutedPlan) for p in plans):
+        refuse_over_connect(ctx.target, "routed")
     if mode == "stream":
         try:
             timeout = parse_duration(stop_timeout).total_seconds()

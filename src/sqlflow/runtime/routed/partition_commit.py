@@ -166,8 +166,11 @@ def write_marker(spark: SparkSession, table: str, spec: str) -> None:
         found = deltalog.describe(spark, table).location
         assert found is not None  # a written Delta table has a location
         _LOCATIONS[table] = found
-    jvm = spark.sparkContext._jvm
-    assert jvm is not None  # a classic (JVM) session, as every runtime session is
+    jvm = getattr(spark, "_jvm", None)
+    if jvm is None:  # Spark Connect: no Hadoop FileSystem in this process (docs/deploy.md)
+        from sqlflow.engine.connect_limits import connect_error
+
+        raise connect_error("connect", "markers")
     path = jvm.org.apache.hadoop.fs.Path(f"{partition_path.directory(_LOCATIONS[table], spec)}/_SUCCESS")
     fs = path.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())
     fs.create(path, True).close()

@@ -1,0 +1,61 @@
+"""What sqlflow cannot do through Spark Connect (pyspark 4.2), said before any work starts.
+
+A Connect client has no JVM and no SparkContext: it sends plans to the server and gets rows
+back. Three things sqlflow does need more than that (docs/deploy.md, "Spark Connect"):
+
+- a stream run's `foreachBatch` function is pickled and run in a Python process the SERVER
+  starts, with its own copy of every variable: the progress lines, the summary, the service's
+  restart policy, `sqlflow ctl`, the metrics would all be run against copies nobody reads,
+  and the journals would be written on the server's disk while this process reads its own;
+- `_SUCCESS` and ready markers are files written through the driver's Hadoop FileSystem
+  (routed groups with `success_marker`, `sqlflow demo generate`, `sqlflow mark-ready`);
+
+A batch run without markers works over Connect: the Delta log reader asks Spark when it has no
+JVM (docs/design.md §3, `runtime/delta/deltalog.py`) and the UDFs are pickled to the server.
+"""
+
+from __future__ import annotations
+
+from sqlflow.errors import SqlflowError
+from sqlflow.project.profiles import Target
+
+# what cannot run over Connect -> why (the sentence after "because")
+LIMITS = {
+    "stream": "a stream run's micro-batch function (foreachBatch) runs in a Python process of the "
+              "Connect server, which cannot report progress, restart failed models, obey "
+              "`sqlflow ctl` or keep its journals where this process reads them",
+    "markers": "a routed group's `_SUCCESS` markers are files written through the driver's Hadoop "
+               "FileSystem, which a Connect client does not have (set `success_marker: false` in "
+               "the group's `routing` config to run it over Connect)",
+    "routed": "a routed group's write builds one Spark expression nested deeper than the Connect "
+              "client's protobuf decoder accepts (`DecodeError: Error parsing message with type "
+              "'spark.connect.Expression'`, pyspark 4.2); deselect the group (`--select` the other "
+              "models)",
+    "generate": "the demo's ready markers are files written through the driver's Hadoop "
+                "FileSystem, which a Connect client does not have",
+}
+
+ALTERNATIVE = ("run sqlflow as the Spark driver instead: the `cluster` target (a standalone, YARN "
+               "or Kubernetes master, see docs/deploy.md), or `local`")
+
+
+def refuse_over_connect(target: Target | None, what: str) -> None:
+    """Raise the reason and the alternative when `target` is a Spark Connect target and `what`
+    (a key of LIMITS) cannot run over it; do nothing otherwise.
+
+    >>> from sqlflow.project.profiles import Target
+    >>> t = Target(name="connect", type="spark", method="session", schema="dw",
+    ...            server_side_parameters={"spark.remote": "sc://h:15002"})
+    >>> refuse_over_connect(t, "stream")
+    Traceback (most recent call last):
+    ...
+    sqlflow.errors.SqlflowError: error: `stream` cannot run over Spark Connect (target `connect`): ...
+    """
+    if target is not None and target.is_connect and what in LIMITS:
+        raise connect_error(target.name, what)
+
+
+def connect_error(target_name: str, what: str) -> SqlflowError:
+    """The error for `what` (a key of LIMITS) over the Connect target `target_name`."""
+    return SqlflowError(f"`{what}` cannot run over Spark Connect (target `{target_name}`): {LIMITS[what]}",
+                        hint=ALTERNATIVE)
