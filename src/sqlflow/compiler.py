@@ -100,7 +100,11 @@ def compile_project(project_dir: Path, *, mode: Mode, select: Sequence[str] | No
         raise SqlflowError(diagnostics=parse_errors)
     from sqlflow.planning.fusion import fuse_routes
 
-    fuse_routes(result)  # routed siblings -> one RoutedPlan with one read (docs/design.md §3)
+    from sqlflow.project.notify import notify_hooks
+
+    # routed siblings -> one RoutedPlan with one read (docs/design.md §3); the notification
+    # hooks come from the profile, never from a model's config (sqlflow.project.notify)
+    fuse_routes(result, notify_hooks(target), {n: m.raw_sql for n, m in project.models.items()})
     return result
 
 

@@ -106,7 +106,8 @@ def setup(spark, tmp_path, request, hook):
     spark.createDataFrame([], SCHEMA).write.format("delta").saveAsTable(f"{ods}.events")
     ctxs, plans = [], []
     for schema, mode, url in ((dw_b, "batch", None), (dw_s, "stream", hook.url)):
-        routing = {"group": "by_dept", "bytes_per_row": "1kb", **({"notify_url": url} if url else {})}
+        routing = {"group": "by_dept", "bytes_per_row": "1kb"}
+        notify = f", sqlflow_notify: {{by_dept: {{url: '{url}'}}}}" if url else ""  # the operator's
         root = make_project(
             tmp_path / mode,
             models={f"routed/r_{d}.sql": f"{{{{ route_to(source('ods', 'events'), '{d}', "
@@ -116,7 +117,7 @@ def setup(spark, tmp_path, request, hook):
             project_yml={"models": {"testproj": {"routed": {
                 "+materialized": "streaming_table", "+partition_by": ["dt", "hour", "event_type", "product"],
                 "+target_file_size": "3kb", "+max_files_per_partition": 4, "+routing": routing}}}},
-            profiles_yml=f"sqlflow:\n  target: local\n  outputs:\n    local: {{type: spark, method: session, host: NA, schema: {schema}}}\n")
+            profiles_yml=f"sqlflow:\n  target: local\n  outputs:\n    local: {{type: spark, method: session, host: NA, schema: {schema}{notify}}}\n")
         ctx = Context.with_session(spark, root)
         result = compile_project(root, mode=mode, target=ctx.target)
         result.raise_if_errors()
