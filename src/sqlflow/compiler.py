@@ -99,7 +99,6 @@ def compile_project(project_dir: Path, *, mode: Mode, select: Sequence[str] | No
     if parse_errors:
         raise SqlflowError(diagnostics=parse_errors)
     from sqlflow.planning.fusion import fuse_routes
-
     from sqlflow.project.notify import notify_hooks
 
     # routed siblings -> one RoutedPlan with one read (docs/design.md §3); the notification
