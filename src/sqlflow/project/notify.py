@@ -18,13 +18,10 @@ trusts (Spark's configuration):
 `routing.notify_url` / `routing.notify_command` in a model's config are a compile error that
 says where they go.
 
->>> NotifyHook(url="ftp://x")
-Traceback (most recent call last):
-...
-pydantic_core._pydantic_core.ValidationError: 1 validation error for NotifyHook
-url
-  Value error, `ftp://x` is not an http(s) URL [type=value_error, input_value='ftp://x', input_type=str]
-...
+>>> from sqlflow.project.profiles import Target
+>>> notify_hooks(Target(type="spark", method="session", schema="dw",
+...                      sqlflow_notify={"by_dept": {"url": "http://scheduler/ready"}}))
+{'by_dept': NotifyHook(url='http://scheduler/ready', command=None)}
 """
 
 from __future__ import annotations
