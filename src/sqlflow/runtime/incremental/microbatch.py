@@ -193,7 +193,7 @@ class MicroBatch(BatchFunction):
                                      indexed=_indexed(b), owner=plan.model)
                 self.ledger.record(batch_id, after)
                 if now is not None:
-                    padding.record(spark, self.progress, batch_id, 0, "batch", now)
+                    padding.record(spark, self.progress, batch_id, 0, "batch", now, plan.model)
             if self.after_state:
                 self.after_state(batch_id)
             with phase("commit log"):
@@ -426,7 +426,7 @@ class MicroBatch(BatchFunction):
         if now is None:
             return None
         assert self.spark is not None  # given where the query starts
-        padding.record(self.spark, self.progress, now.batch, now.seq, kind, now)
+        padding.record(self.spark, self.progress, now.batch, now.seq, kind, now, self.plan.model)
         return self._write_close(kind, prev, now)
 
     def _write_close(self, kind: str, prev: padding.Progress, now: padding.Progress) -> BatchReport:
@@ -449,7 +449,7 @@ class MicroBatch(BatchFunction):
                              step=now.batch)
             out = write(spark, plan.sink, reduce(DataFrame.unionByName, frames), batch=batch)
             out = self._log(spark, out, batch, [], inputs={}, quarantined=0, late=0)
-            padding.mark_done(spark, self.progress, now.batch, now.seq, kind)
+            padding.mark_done(spark, self.progress, now.batch, now.seq, kind, plan.model)
         finally:
             self._drop_views(spark)
         report = BatchReport(plan.model, now.batch, (), out.rows, 0, out.skipped,
