@@ -21,7 +21,7 @@ import pytest
 from runtime.adkit import CLICK_SCHEMA, IMP_SCHEMA, append, assert_same, at, click, imp, setup_projects
 from sqlflow.runtime import control, heartbeat
 from sqlflow.runtime.metrics import Metrics
-from sqlflow.runtime.service import Service
+from sqlflow.runtime.service import STOP_TIMEOUT, Service
 
 pytestmark = pytest.mark.spark
 
@@ -62,6 +62,17 @@ def until(what, cond, timeout=180.0):
         time.sleep(0.3)
 
 
+def until_event(events, start, cond, timeout=180.0):
+    """The first micro-batch report after `events[start:]` that meets `cond`."""
+    end = time.monotonic() + timeout
+    while True:
+        for e in events[start:]:
+            if hasattr(e, "rows_in") and hasattr(e, "kind") and cond(e):
+                return e
+        assert time.monotonic() < end, "timed out waiting for a micro-batch"
+        time.sleep(0.1)
+
+
 def health(project_dir):
     beat = heartbeat.read(project_dir)
     return (beat or {}).get("models", {})
@@ -87,7 +98,18 @@ def test_one_failing_model_is_restarted_alone_and_marked_failed(spark, setup, an
     events, stop, metrics = [], threading.Event(), Metrics()
     port = _free_port()
     metrics.serve(port)
-    service = Service(s.stream, plans, trigger="1 second", on_event=events.append,
+    conf_before = spark.conf.getAll.get(STOP_TIMEOUT)
+    hiccup = []
+
+    def on_event(e):
+        """`clicked` fails once, inside its first micro-batch (after its sink write): it is
+        restarted alone, replays that batch, and keeps committing."""
+        events.append(e)
+        if getattr(e, "model", None) == "clicked" and getattr(e, "batch_id", None) == 0 and not hiccup:
+            hiccup.append(e)
+            raise RuntimeError("clicked hiccups once")
+
+    service = Service(s.stream, plans, trigger="1 second", on_event=on_event,
                       stop_timeout_s=20, metrics=metrics, stop=stop, poll_s=0.3)
     worker = threading.Thread(target=service.run)
     worker.start()
@@ -96,9 +118,14 @@ def test_one_failing_model_is_restarted_alone_and_marked_failed(spark, setup, an
         states = [e.state for e in events if getattr(e, "model", None) == "poisoned"
                   and hasattr(e, "delay")]
         assert states == ["running", "restarting", "running", "restarting", "running", "failed"]
+        until("clicked recovered", lambda: health(root)["clicked"]["restarts"] == 1
+              and health(root)["clicked"]["state"] == "running")
         h = health(root)
         assert "poisoned.sql" in h["poisoned"]["last_error"] and h["poisoned"]["restarts"] == 2
         assert h["filtered"]["state"] == h["clicked"]["state"] == "running"
+        assert "clicked hiccups once" in h["clicked"]["last_error"]
+        assert [e.state for e in events if getattr(e, "model", None) == "clicked"
+                and hasattr(e, "delay")][:3] == ["running", "restarting", "running"]
         # the healthy ones keep committing new rows
         before = {m: h[m]["rows_out"] for m in ("filtered", "clicked")}
         append(spark, f"{s.ods}.imps", imps(100, 5), IMP_SCHEMA)
@@ -123,6 +150,17 @@ def test_one_failing_model_is_restarted_alone_and_marked_failed(spark, setup, an
         assert health(root)["clicked"]["rows_out"] == paused_out
         control.resume(root, "clicked")
         until("clicked resumed", lambda: health(root)["clicked"]["rows_out"] > paused_out)
+        # `ctl rate` on the running service: after a batch of 6 rows at 0.25 rows/s, the next
+        # batch of `filtered` waits until 24 s after that batch began
+        control.set_rate(root, "filtered", f"{s.ods}.imps", 0.25)
+        seen = len(events)
+        append(spark, f"{s.ods}.imps", imps(300, 6), IMP_SCHEMA)
+        first = until_event(events, seen, lambda e: e.model == "filtered" and dict(e.rows_in).get(f"{s.ods}.imps") == 6)
+        t0 = time.monotonic() - first.seconds  # when that batch began (at the latest)
+        append(spark, f"{s.ods}.imps", imps(400, 1), IMP_SCHEMA)
+        until_event(events, len(events), lambda e: e.model == "filtered" and e.kind == "batch")
+        assert time.monotonic() - t0 >= 24 - 1.0, "the rate did not hold the next batch back"
+        control.set_rate(root, "filtered", f"{s.ods}.imps", 0)
         scraped = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
         assert 'sqlflow_restarts_total{model="poisoned"} 2.0' in scraped
         assert 'sqlflow_model_up{model="poisoned"} 0.0' in scraped
@@ -135,6 +173,7 @@ def test_one_failing_model_is_restarted_alone_and_marked_failed(spark, setup, an
     assert not worker.is_alive()
     assert {r.model: r.state for r in service.rows()} == \
         {"filtered": "stopped", "clicked": "stopped", "poisoned": "failed"}
+    assert spark.conf.getAll.get(STOP_TIMEOUT) == conf_before  # the shared session as it was
     for m in ("filtered", "clicked"):
         sink, quarantine = s.truth(m)
         assert_same(spark, s.stream_plans[m].sink.table, sink)

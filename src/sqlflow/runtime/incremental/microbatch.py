@@ -86,6 +86,7 @@ class BatchReport:
     dirty: tuple[tuple[str, str], ...] = ()  # (partition, reason)
     phases: tuple[tuple[str, float], ...] = ()  # wall seconds per phase (`batchfn.Phases`)
     reasons: tuple[tuple[str, int], ...] = ()  # quarantined rows per reason (the service's metrics)
+    newest_ingest_us: int | None = None  # newest ingest time of its clean rows (the service's lag)
 
     def line(self) -> str:
         note = " (replay: sink already written)" if self.replayed else ""
@@ -209,7 +210,8 @@ class MicroBatch(BatchFunction):
             plan.model, batch_id, tuple((b.relation, counts.get(k, 0)) for k, b in enumerate(self.sides)),
             out.rows, quarantined, out.skipped, time.monotonic() - began,
             padded=padded_rows, dirty=tuple((p, r) for p, _, r in dirty), phases=phase.items(),
-            reasons=tuple(sorted((k, n) for k, n in reasons.items() if n)))
+            reasons=tuple(sorted((k, n) for k, n in reasons.items() if n)),
+            newest_ingest_us=max((v for v in stats.max_ingest.values() if v is not None), default=None))
         self._report(report)
 
     def _new_rows(self, spark: SparkSession, df: DataFrame, batch_id: int, k: int) -> DataFrame:
