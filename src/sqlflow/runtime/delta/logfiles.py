@@ -45,17 +45,21 @@ def _checkpoint(log: Path) -> tuple[int, list[Path]] | None:
     return version, files
 
 
+def _map(value: Any) -> dict[str, Any]:
+    """A Delta map field: a dict in a JSON commit, a list of pairs in a checkpoint (pyarrow)."""
+    return dict(value) if isinstance(value, list) else dict(value or {})
+
+
 def _apply(files: dict[str, dict[str, Any]], action: dict[str, Any]) -> None:
     if "add" in action and action["add"]:
         add = action["add"]
         if add.get("deletionVector"):
             raise Unsupported("a data file has a deletion vector")
-        values = add.get("partitionValues") or {}
-        files[unquote(add["path"])] = dict(values) if isinstance(values, list) else values  # pyarrow: a map is pairs
+        files[unquote(add["path"])] = _map(add.get("partitionValues"))
     elif "remove" in action and action["remove"]:
         files.pop(unquote(action["remove"]["path"]), None)
     elif "metaData" in action and action["metaData"]:
-        config = action["metaData"].get("configuration") or {}
+        config = _map(action["metaData"].get("configuration"))
         if config.get("delta.columnMapping.mode", "none") != "none":
             raise Unsupported("the table uses column mapping")
 
