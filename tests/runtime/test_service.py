@@ -99,13 +99,14 @@ def test_one_failing_model_is_restarted_alone_and_marked_failed(spark, setup, an
     port = _free_port()
     metrics.serve(port)
     conf_before = spark.conf.getAll.get(STOP_TIMEOUT)
-    hiccup = []
+    armed, hiccup = threading.Event(), []
 
     def on_event(e):
-        """`clicked` fails once, inside its first micro-batch (after its sink write): it is
-        restarted alone, replays that batch, and keeps committing."""
+        """Once armed, `clicked` fails once, inside its next micro-batch (after its sink
+        write): it is restarted alone, replays that batch, and keeps committing."""
         events.append(e)
-        if getattr(e, "model", None) == "clicked" and getattr(e, "batch_id", None) == 0 and not hiccup:
+        if armed.is_set() and not hiccup and getattr(e, "model", None) == "clicked" \
+                and getattr(e, "batch_id", None) is not None:
             hiccup.append(e)
             raise RuntimeError("clicked hiccups once")
 
@@ -114,24 +115,26 @@ def test_one_failing_model_is_restarted_alone_and_marked_failed(spark, setup, an
     worker = threading.Thread(target=service.run)
     worker.start()
     try:
-        until("poisoned to fail", lambda: health(root).get("poisoned", {}).get("state") == "failed")
+        until("poisoned to fail", lambda: health(root).get("poisoned", {}).get("state") == "failed",
+              timeout=300)
         states = [e.state for e in events if getattr(e, "model", None) == "poisoned"
                   and hasattr(e, "delay")]
         assert states == ["running", "restarting", "running", "restarting", "running", "failed"]
-        until("clicked recovered", lambda: health(root)["clicked"]["restarts"] == 1
-              and health(root)["clicked"]["state"] == "running")
         h = health(root)
         assert "poisoned.sql" in h["poisoned"]["last_error"] and h["poisoned"]["restarts"] == 2
         assert h["filtered"]["state"] == h["clicked"]["state"] == "running"
-        assert "clicked hiccups once" in h["clicked"]["last_error"]
-        assert [e.state for e in events if getattr(e, "model", None) == "clicked"
-                and hasattr(e, "delay")][:3] == ["running", "restarting", "running"]
         # the healthy ones keep committing new rows
         before = {m: h[m]["rows_out"] for m in ("filtered", "clicked")}
         append(spark, f"{s.ods}.imps", imps(100, 5), IMP_SCHEMA)
         append(spark, f"{s.ods}.clicks", clicks(100, 3), CLICK_SCHEMA)
+        armed.set()  # clicked's micro-batch of these rows fails once
         until("new rows", lambda: all(health(root)[m]["rows_out"] > before[m]
                                       for m in ("filtered", "clicked")))
+        until("clicked recovered", lambda: health(root)["clicked"]["restarts"] == 1
+              and health(root)["clicked"]["state"] == "running")
+        assert hiccup and "clicked hiccups once" in health(root)["clicked"]["last_error"]
+        assert [e.state for e in events if getattr(e, "model", None) == "clicked"
+                and hasattr(e, "delay")][-2:] == ["restarting", "running"]
         doc, seconds = status_json(root)
         by = {m["name"]: m for m in doc["models"]}
         assert doc["service"]["running"] and seconds < 15
