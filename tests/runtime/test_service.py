@@ -130,7 +130,8 @@ def test_one_failing_model_is_restarted_alone_and_marked_failed(spark, setup, an
         armed.set()  # clicked's micro-batch of these rows fails once
         until("new rows", lambda: all(health(root)[m]["rows_out"] > before[m]
                                       for m in ("filtered", "clicked")))
-        # restarts >= 1: a run on a loaded machine once counted two restarts for this one failure
+        # restarts >= 1: a query may also have failed once at start, when the three create the
+        # commit log at the same moment (Delta ProtocolChangedException), and been restarted
         until("clicked recovered", lambda: health(root)["clicked"]["restarts"] >= 1
               and health(root)["clicked"]["state"] == "running", timeout=300)
         assert hiccup and "clicked hiccups once" in health(root)["clicked"]["last_error"]
