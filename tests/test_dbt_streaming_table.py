@@ -238,3 +238,21 @@ def test_invalid_config_is_a_compiler_error(project, spark, config, expected):
     msg = _messages(result)
     assert "Compilation Error" in msg and expected in msg
     assert not spark.catalog.tableExists(project.table)  # validated before any SQL ran
+
+
+def test_a_table_built_by_dbts_own_table_materialization_is_owned_by_its_model(project, spark):
+    """dbt-then-sqlflow: `materialized='table'` (dbt-spark's materialization, through the
+    project's `spark__tblproperties_clause`) records the owner sqlflow checks, so sqlflow may
+    replace the table without a manual claim; the config's own tblproperties are kept."""
+    from sqlflow.runtime import ownership
+
+    (project.root / "models" / "m.sql").write_text(
+        "{{ config(materialized='table', file_format='delta', tblproperties={'team': 'ads'}) }}\n"
+        + QUERY.format(source=project.source))
+    project.run()
+    project.assert_equals_query()
+    props = {r["key"]: r["value"] for r in spark.sql(f"show tblproperties {project.table}").collect()}
+    assert (props["sqlflow.model"], props["sqlflow.role"], props["team"]) == ("m", "sink", "ads")
+    ownership.check(spark, project.table, "m", "sink", action="replace")  # sqlflow's own check
+    with pytest.raises(Exception, match="belongs to model `m`"):
+        ownership.check(spark, project.table, "other", "sink", action="replace")

@@ -118,8 +118,11 @@ def compile_project(project_dir: Path, *, mode: Mode, select: Sequence[str] | No
     if parse_errors:
         raise SqlflowError(diagnostics=parse_errors)
     from sqlflow.planning.fusion import fuse_routes
+    from sqlflow.project.notify import notify_hooks
 
-    fuse_routes(result)  # routed siblings -> one RoutedPlan with one read (docs/design.md §3)
+    # routed siblings -> one RoutedPlan with one read (docs/design.md §3); the notification
+    # hooks come from the profile, never from a model's config (sqlflow.project.notify)
+    fuse_routes(result, notify_hooks(target), {n: m.raw_sql for n, m in project.models.items()})
     return result
 
 

@@ -12,6 +12,7 @@ from helpers import make_project
 from sqlflow.compiler import compile_project, plan_json_text, plan_sql_text
 from sqlflow.errors import SqlflowError
 from sqlflow.planning.plan import RoutedPlan, StreamPlan
+from sqlflow.project.profiles import load_target
 
 ROOT = Path(__file__).resolve().parents[2]
 SOURCES = """\
@@ -26,21 +27,34 @@ sources:
 """
 PROJECT = {"models": {"testproj": {"routed": {"+materialized": "streaming_table",
                                  "+partition_by": ["dt", "hour", "event_type", "product"],
-                                 "+routing": {"group": "by_dept", "notify_url": "http://127.0.0.1:9/x"}}}}}
+                                 "+routing": {"group": "by_dept"}}}}}
+# the operator's notification hook of group by_dept (sqlflow.project.notify)
+PROFILES = """\
+sqlflow:
+  target: local
+  outputs:
+    local:
+      type: spark
+      method: session
+      host: NA
+      schema: dw
+      sqlflow_notify: {by_dept: {url: "http://127.0.0.1:9/x", command: ./on_ready.sh}}
+"""
 
 
-def project(tmp_path, extra=None, project_yml=None):
+def project(tmp_path, extra=None, project_yml=None, profiles_yml=PROFILES):
     models = {f"routed/r_{d}.sql": f"{{{{ route_to(source('ods', 'events'), '{d}', "
                                    f"columns=['event_id', 'event_ts']) }}}}" for d in ("a", "b", "c")}
     models.update(extra or {})
     return make_project(tmp_path, models=models, yml={"sources.yml": SOURCES},
                         macros={"route.sql": (ROOT / "macros" / "route.sql").read_text()},
-                        project_yml=project_yml or PROJECT)
+                        project_yml=project_yml or PROJECT, profiles_yml=profiles_yml)
 
 
 @pytest.mark.parametrize("mode", ["stream", "batch"])
 def test_siblings_fuse_into_one_routed_plan(tmp_path, mode):
-    result = compile_project(project(tmp_path), mode=mode)
+    root = project(tmp_path)
+    result = compile_project(root, mode=mode, target=load_target(root, "sqlflow"))
     result.raise_if_errors()
     assert list(result.plans) == ["by_dept"]
     plan = result.plans["by_dept"]
@@ -51,7 +65,7 @@ def test_siblings_fuse_into_one_routed_plan(tmp_path, mode):
     view = plan.sources[0].view
     assert all(f"FROM {view}" in t.sql and "SPMID_DEPARTMENT(spmid) = " in t.sql for t in plan.targets)
     assert plan.commit.allowed_lateness_us == 600_000_000
-    assert plan.commit.notify_url == "http://127.0.0.1:9/x"
+    assert (plan.commit.notify_url, plan.commit.notify_command) == ("http://127.0.0.1:9/x", "./on_ready.sh")
     data = json.loads(plan_json_text(plan, None))
     assert data["kind"] == "RoutedPlan" and len(data["targets"]) == 3
     assert plan_sql_text(plan).count("-- target r_") == 3
@@ -77,10 +91,33 @@ def test_a_routed_model_that_aggregates_is_an_error_naming_its_file(tmp_path):
 
 def test_bad_routing_config_is_reported(tmp_path):
     yml = {"models": {"testproj": {"routed": {**PROJECT["models"]["testproj"]["routed"],
-                                              "+routing": {"group": "g", "notify_url": "ftp://x"}}}}}
+                                              "+routing": {"group": "g", "bytes_per_row": "lots"}}}}}
     result = compile_project(project(tmp_path, project_yml=yml), mode="batch")
-    assert any("notify_url" in d.message and d.location.path.startswith("models/routed/")
+    assert any("bytes_per_row" in d.message and d.location.path.startswith("models/routed/")
                for d in result.errors)
+
+
+@pytest.mark.parametrize("key", ["notify_command", "notify_url"])
+def test_a_notification_hook_in_a_model_config_is_refused_at_its_line(tmp_path, key):
+    """A config comes with pull requests: it may never run a command or call a URL."""
+    hostile = {"routed/r_x.sql": "{{ config(materialized='streaming_table',\n"
+                                 "  partition_by=['dt', 'hour', 'event_type', 'product'],\n"
+                                 f"  routing={{'group': 'by_dept', '{key}': 'touch /tmp/pwned'}}) }}}}\n"
+                                 "{{ route_to(source('ods', 'events'), 'x', columns=['event_id', 'event_ts']) }}"}
+    for mode in ("batch", "stream"):
+        result = compile_project(project(tmp_path, hostile), mode=mode)
+        errors = [d for d in result.errors if key in d.message]
+        assert errors, result.diagnostics
+        assert (errors[0].location.path, errors[0].location.line) == ("models/routed/r_x.sql", 3)
+        assert "operator setting" in errors[0].message and "sqlflow_notify" in errors[0].hint
+        assert "r_x" not in {t.model for p in result.plans.values() for t in getattr(p, "targets", ())}
+
+
+def test_a_bad_profile_hook_is_an_error_naming_the_profile(tmp_path):
+    root = project(tmp_path, profiles_yml=PROFILES.replace("http://127.0.0.1:9/x", "ftp://x"))
+    with pytest.raises(SqlflowError) as exc:
+        compile_project(root, mode="batch", target=load_target(root, "sqlflow"))
+    assert "sqlflow_notify" in str(exc.value) and "profiles/profiles.yml" in str(exc.value)
 
 
 def test_the_demo_routes_user_events_into_six_department_tables():

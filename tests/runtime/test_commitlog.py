@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 from datetime import datetime, timedelta
+from pathlib import Path
+from urllib.parse import unquote, urlparse
 
 import pytest
 
 from sqlflow.runtime.delta import commitlog as C
+from sqlflow.runtime.delta import commitlog_files, deltalog, logfiles
 from sqlflow.runtime.delta.sinks import BatchId, PartitionWrite, WriteResult
 
 pytestmark = pytest.mark.spark
@@ -24,6 +27,18 @@ def fresh(spark):
 
 def at(minutes):
     return T0 + timedelta(minutes=minutes)
+
+
+def without_jvm(spark, tables):
+    """open_partitions as `sqlflow status` reads it: the log's files, pyarrow, no Spark."""
+    folder = Path(unquote(urlparse(deltalog.describe(spark, LOG).location).path))
+    return [(p["partition"], p["dirty"], p["provisional"], tuple(p["reasons"]))
+            for p in commitlog_files.open_partitions(logfiles.read_rows(folder), tables)]
+
+
+def with_spark(spark, tables):
+    return [(s.partition, s.dirty, s.provisional, s.reasons)
+            for s in C.open_partitions(spark, tables, table=LOG)]
 
 
 def test_partition_specs_round_trip():
@@ -67,9 +82,18 @@ def test_dirty_and_provisional_until_a_batch_rewrite_settles_them(spark):
     assert got == [("dt=2026-11-01", False, True, ("write",)),
                    ("dt=2026-11-02", True, False, ("late match",)),
                    ("dt=2026-11-04", False, True, ("write",))]
+    assert without_jvm(spark, [t]) == got
     C.append(spark, [C.Entry(t, "dt=2026-11-01", "write", "batch", committed_at=at(7))], table=LOG)
     assert [s.partition for s in C.open_partitions(spark, table=LOG)] == [
         "dt=2026-11-02", "dt=2026-11-04"]
+    # after a Delta checkpoint, the file reader starts from it (and the commits after it)
+    jvm = spark.sparkContext._jvm
+    folder = str(urlparse(deltalog.describe(spark, LOG).location).path)
+    jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, folder).checkpoint()
+    C.append(spark, [C.Entry(t, "dt=2026-11-05", "dirty", "stream", reason="late", committed_at=at(8))],
+             table=LOG)
+    assert (Path(folder) / "_delta_log" / "_last_checkpoint").is_file()
+    assert without_jvm(spark, None) == with_spark(spark, None) and len(with_spark(spark, None)) == 3
 
 
 def test_a_full_refresh_starts_the_table_with_fresh_commit_state(spark):
@@ -83,7 +107,7 @@ def test_a_full_refresh_starts_the_table_with_fresh_commit_state(spark):
     ], table=LOG)
     assert C.refreshed(spark, [t], "routed", table=LOG) == 1
     assert C.ready_partitions(spark, t, table=LOG) == set()
-    assert C.open_partitions(spark, [t], table=LOG) == []
+    assert C.open_partitions(spark, [t], table=LOG) == [] == without_jvm(spark, [t])
     assert C.ready_partitions(spark, other, table=LOG) == {"dt=2026-11-01/hour=1"}
     C.append(spark, [C.Entry(t, "dt=2026-11-01/hour=3", "commit", "stream")], table=LOG)
     assert C.ready_partitions(spark, t, table=LOG) == {"dt=2026-11-01/hour=3"}

@@ -106,7 +106,8 @@ def setup(spark, tmp_path, request, hook):
     spark.createDataFrame([], SCHEMA).write.format("delta").saveAsTable(f"{ods}.events")
     ctxs, plans = [], []
     for schema, mode, url in ((dw_b, "batch", None), (dw_s, "stream", hook.url)):
-        routing = {"group": "by_dept", "bytes_per_row": "1kb", **({"notify_url": url} if url else {})}
+        routing = {"group": "by_dept", "bytes_per_row": "1kb"}
+        notify = f", sqlflow_notify: {{by_dept: {{url: '{url}'}}}}" if url else ""  # the operator's
         root = make_project(
             tmp_path / mode,
             models={f"routed/r_{d}.sql": f"{{{{ route_to(source('ods', 'events'), '{d}', "
@@ -116,7 +117,7 @@ def setup(spark, tmp_path, request, hook):
             project_yml={"models": {"testproj": {"routed": {
                 "+materialized": "streaming_table", "+partition_by": ["dt", "hour", "event_type", "product"],
                 "+target_file_size": "3kb", "+max_files_per_partition": 4, "+routing": routing}}}},
-            profiles_yml=f"sqlflow:\n  target: local\n  outputs:\n    local: {{type: spark, method: session, host: NA, schema: {schema}}}\n")
+            profiles_yml=f"sqlflow:\n  target: local\n  outputs:\n    local: {{type: spark, method: session, host: NA, schema: {schema}{notify}}}\n")
         ctx = Context.with_session(spark, root)
         result = compile_project(root, mode=mode, target=ctx.target)
         result.raise_if_errors()
@@ -200,20 +201,28 @@ def test_stream_with_a_crash_between_targets_equals_the_batch_plan(spark, setup,
             crashed.append(batch_id)
             raise RuntimeError("killed between target 1 and 2")
 
-    runs = 0
+    runs, reports = 0, []
     while chunks:
         group, chunks = chunks[:1], chunks[1:]
         for chunk in group:
             append(spark, f"{s.ods}.events", chunk)
         try:
-            run_routed_stream(s.stream, plan, end_of_input=False, between_targets=crash)
+            reports += run_routed_stream(s.stream, plan, end_of_input=False, between_targets=crash)
         except SqlflowError as exc:
             assert crashed and "killed between target 1 and 2" in str(exc)
-            run_routed_stream(s.stream, plan, end_of_input=False)  # the restart finishes the crashed batch
+            reports += run_routed_stream(s.stream, plan, end_of_input=False)  # finishes the crashed batch
         runs += 1
-    run_routed_stream(s.stream, plan, end_of_input=False)  # a restart with nothing new
+    reports += run_routed_stream(s.stream, plan, end_of_input=False)  # a restart with nothing new
     assert crashed and runs >= 3
     assert_group_equals_the_batch_plan(spark, s)
+    # quarantined rows by reason, as the service counts them (each batch reported once)
+    by_reason: dict[str, int] = {}
+    for r in reports:
+        assert sum(n for _, n in r.reasons) == r.quarantined
+        for reason, n in r.reasons:
+            by_reason[reason] = by_reason.get(reason, 0) + n
+    assert by_reason and by_reason == {r["reason"]: r["count"] for r in spark.table(
+        plan.quarantine).groupBy("reason").count().collect()}
     # commits: exactly the closed hours, for every target; one POST each, across restarts
     want = expected_closed(rows)
     assert want

@@ -21,7 +21,7 @@ import pytest
 from runtime.adkit import CLICK_SCHEMA, IMP_SCHEMA, append, assert_same, at, click, imp, setup_projects
 from sqlflow.runtime import control, heartbeat
 from sqlflow.runtime.metrics import Metrics
-from sqlflow.runtime.service import Service
+from sqlflow.runtime.service import STOP_TIMEOUT, Service
 
 pytestmark = pytest.mark.spark
 
@@ -62,6 +62,17 @@ def until(what, cond, timeout=180.0):
         time.sleep(0.3)
 
 
+def until_event(events, start, cond, timeout=180.0):
+    """The first micro-batch report after `events[start:]` that meets `cond`."""
+    end = time.monotonic() + timeout
+    while True:
+        for e in events[start:]:
+            if hasattr(e, "rows_in") and hasattr(e, "kind") and cond(e):
+                return e
+        assert time.monotonic() < end, "timed out waiting for a micro-batch"
+        time.sleep(0.1)
+
+
 def health(project_dir):
     beat = heartbeat.read(project_dir)
     return (beat or {}).get("models", {})
@@ -87,12 +98,25 @@ def test_one_failing_model_is_restarted_alone_and_marked_failed(spark, setup, an
     events, stop, metrics = [], threading.Event(), Metrics()
     port = _free_port()
     metrics.serve(port)
-    service = Service(s.stream, plans, trigger="1 second", on_event=events.append,
+    conf_before = spark.conf.getAll.get(STOP_TIMEOUT)
+    armed, hiccup = threading.Event(), []
+
+    def on_event(e):
+        """Once armed, `clicked` fails once, inside its next micro-batch (after its sink
+        write): it is restarted alone, replays that batch, and keeps committing."""
+        events.append(e)
+        if armed.is_set() and not hiccup and getattr(e, "model", None) == "clicked" \
+                and getattr(e, "batch_id", None) is not None:
+            hiccup.append(e)
+            raise RuntimeError("clicked hiccups once")
+
+    service = Service(s.stream, plans, trigger="1 second", on_event=on_event,
                       stop_timeout_s=20, metrics=metrics, stop=stop, poll_s=0.3)
     worker = threading.Thread(target=service.run)
     worker.start()
     try:
-        until("poisoned to fail", lambda: health(root).get("poisoned", {}).get("state") == "failed")
+        until("poisoned to fail", lambda: health(root).get("poisoned", {}).get("state") == "failed",
+              timeout=300)
         states = [e.state for e in events if getattr(e, "model", None) == "poisoned"
                   and hasattr(e, "delay")]
         assert states == ["running", "restarting", "running", "restarting", "running", "failed"]
@@ -103,8 +127,16 @@ def test_one_failing_model_is_restarted_alone_and_marked_failed(spark, setup, an
         before = {m: h[m]["rows_out"] for m in ("filtered", "clicked")}
         append(spark, f"{s.ods}.imps", imps(100, 5), IMP_SCHEMA)
         append(spark, f"{s.ods}.clicks", clicks(100, 3), CLICK_SCHEMA)
+        armed.set()  # clicked's micro-batch of these rows fails once
         until("new rows", lambda: all(health(root)[m]["rows_out"] > before[m]
                                       for m in ("filtered", "clicked")))
+        # restarts >= 1: a query may also have failed once at start, when the three create the
+        # commit log at the same moment (Delta ProtocolChangedException), and been restarted
+        until("clicked recovered", lambda: health(root)["clicked"]["restarts"] >= 1
+              and health(root)["clicked"]["state"] == "running", timeout=300)
+        assert hiccup and "clicked hiccups once" in health(root)["clicked"]["last_error"]
+        assert [e.state for e in events if getattr(e, "model", None) == "clicked"
+                and hasattr(e, "delay")][-2:] == ["restarting", "running"]
         doc, seconds = status_json(root)
         by = {m["name"]: m for m in doc["models"]}
         assert doc["service"]["running"] and seconds < 15
@@ -123,11 +155,23 @@ def test_one_failing_model_is_restarted_alone_and_marked_failed(spark, setup, an
         assert health(root)["clicked"]["rows_out"] == paused_out
         control.resume(root, "clicked")
         until("clicked resumed", lambda: health(root)["clicked"]["rows_out"] > paused_out)
+        # `ctl rate` on the running service: after a batch of 6 rows at 0.25 rows/s, the next
+        # batch of `filtered` waits until 24 s after that batch began
+        control.set_rate(root, "filtered", f"{s.ods}.imps", 0.25)
+        seen = len(events)
+        append(spark, f"{s.ods}.imps", imps(300, 6), IMP_SCHEMA)
+        first = until_event(events, seen, lambda e: e.model == "filtered" and dict(e.rows_in).get(f"{s.ods}.imps") == 6)
+        t0 = time.monotonic() - first.seconds  # when that batch began (at the latest)
+        append(spark, f"{s.ods}.imps", imps(400, 1), IMP_SCHEMA)
+        until_event(events, len(events), lambda e: e.model == "filtered" and e.kind == "batch")
+        assert time.monotonic() - t0 >= 24 - 1.0, "the rate did not hold the next batch back"
+        control.set_rate(root, "filtered", f"{s.ods}.imps", 0)
         scraped = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
         assert 'sqlflow_restarts_total{model="poisoned"} 2.0' in scraped
         assert 'sqlflow_model_up{model="poisoned"} 0.0' in scraped
-        assert f'sqlflow_rows_out_total{{model="filtered"}} {health(root)["filtered"]["rows_out"]}.0' \
-            in scraped
+        # the service's own count (the heartbeat file is rewritten at the next poll only)
+        rows_out = {r.plan.model: r.health.rows_out for r in service.regions}["filtered"]
+        assert f'sqlflow_rows_out_total{{model="filtered"}} {rows_out}.0' in scraped
         assert 'sqlflow_microbatch_seconds_count{model="clicked"}' in scraped
     finally:
         stop.set()
@@ -135,6 +179,7 @@ def test_one_failing_model_is_restarted_alone_and_marked_failed(spark, setup, an
     assert not worker.is_alive()
     assert {r.model: r.state for r in service.rows()} == \
         {"filtered": "stopped", "clicked": "stopped", "poisoned": "failed"}
+    assert spark.conf.getAll.get(STOP_TIMEOUT) == conf_before  # the shared session as it was
     for m in ("filtered", "clicked"):
         sink, quarantine = s.truth(m)
         assert_same(spark, s.stream_plans[m].sink.table, sink)

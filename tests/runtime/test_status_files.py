@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 import time
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 from helpers import ad_sources_yml, make_project
@@ -48,6 +49,25 @@ sqlflow:
 """
 
 
+def write_commit_log(folder, rows):
+    """A commit log as Delta writes it (one parquet file, commit 0 adding it), without Spark."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    folder.mkdir(parents=True)
+    base = datetime(2026, 11, 5, tzinfo=timezone.utc)
+    names = ("table", "partition", "kind", "mode", "provisional", "reason", "committed_at")
+    cols = list(zip(*[(*r[:6], base + timedelta(minutes=r[6])) for r in rows], strict=True))
+    pq.write_table(pa.table(dict(zip(names, cols, strict=True))), folder / "part-0.parquet")
+    (folder / "_delta_log").mkdir()
+    actions = [{"protocol": {"minReaderVersion": 1, "minWriterVersion": 2}},
+               {"metaData": {"id": "x", "format": {"provider": "parquet", "options": {}},
+                             "schemaString": "{}", "partitionColumns": [], "configuration": {}}},
+               {"add": {"path": "part-0.parquet", "partitionValues": {}, "size": 1,
+                        "modificationTime": 0, "dataChange": True}}]
+    (folder / "_delta_log" / f"{0:020d}.json").write_text("\n".join(map(json.dumps, actions)))
+
+
 def test_status_reads_checkpoints_and_the_heartbeat_without_a_jvm(tmp_path):
     root = make_project(tmp_path, models=MODELS, yml={"sources.yml": ad_sources_yml("ods")},
                         profiles_yml=PROFILES)
@@ -67,8 +87,16 @@ def test_status_reads_checkpoints_and_the_heartbeat_without_a_jvm(tmp_path):
     for v in range(2):  # versions 0 and 1, none delivered (no checkpoint yet)
         (clicks / f"{v:020d}.json").write_text("{}")
     now = time.time()
+    write_commit_log(root / ".sqlflow" / "warehouse" / "sqlflow.db" / "commit_log", [
+        ("dw.filtered", "dt=2026-11-02", "write", "stream", True, None, 1),   # provisional
+        ("dw.filtered", "dt=2026-11-03", "dirty", "stream", False, "late match", 2),
+        ("dw.filtered", "dt=2026-11-03", "repair", "batch", False, None, 3),  # settled
+        ("dw.clicked", "dt=2026-11-04", "dirty", "stream", False, "dropped", 4),
+        ("dw.clicked", "", "refresh", "stream", False, "full refresh", 5),    # history now
+    ])
     heartbeat.write(root, [
         ModelHealth("filtered", "models/filtered.sql", str(cp), state="running", restarts=1,
+                    newest_ingest_at=now - 30,
                     rows_in=9, rows_out=7, quarantined={"late": 2}, dirty=["dt=2026-11-01"],
                     batches=[[now - 10, 9, 7, 2], [now - 7200, 100, 100, 0]]),
         ModelHealth("clicked", "models/clicked.sql", "", state="failed", restarts=3,
@@ -81,9 +109,14 @@ def test_status_reads_checkpoints_and_the_heartbeat_without_a_jvm(tmp_path):
     by = {m["name"]: m for m in doc["models"]}
     f, c = by["filtered"], by["clicked"]
     assert (f["state"], f["restarts"], f["last_batch_id"], f["in_flight"]) == ("running", 1, 1, True)
-    assert f["last_batch_at"].endswith("Z") and f["lag_seconds"] >= 0
+    assert f["last_batch_at"].endswith("Z") and 30 <= f["lag_seconds"] < 90  # ingest-time lag
     assert (f["rows_in_1h"], f["rows_out_1h"], f["quarantined_1h"]) == (9, 7, 2)  # the last hour
     assert f["dirty_partitions"] == ["dt=2026-11-01"] and f["quarantined"] == {"late": 2}
+    # the commit log, read from its Delta files without a JVM
+    assert doc["commit_log"] == "read" and f["provisional_partitions"] == ["dt=2026-11-02"]
+    assert [(p["table"], p["partition"], p["dirty"], p["provisional"]) for p in f["open_partitions"]] \
+        == [("dw.filtered", "dt=2026-11-02", False, True)]
+    assert c["open_partitions"] == [] and c["dirty_partitions"] == []
     assert f["versions_behind"] == {"ods.imps": 3} and c["versions_behind"] == {"ods.clicks": 2}
     assert (c["state"], c["restarts"], c["last_batch_id"], c["lag_seconds"]) == ("failed", 3, None, None)
     assert "clicked.sql:2" in c["last_error"]

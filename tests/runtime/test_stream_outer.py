@@ -11,6 +11,7 @@ that matches an already padded row marks its partition dirty in the commit log.
 from __future__ import annotations
 
 import random
+import shutil
 import threading
 import time
 from datetime import timedelta
@@ -36,6 +37,7 @@ from sqlflow.errors import SqlflowError
 from sqlflow.runtime.delta import commitlog, deltalog
 from sqlflow.runtime.dispatch import run_stream
 from sqlflow.runtime.incremental import state
+from sqlflow.runtime.query import checkpoint_dir
 
 pytestmark = pytest.mark.spark
 
@@ -175,6 +177,19 @@ def test_flush_is_recorded_so_a_restart_pads_nothing_twice(spark, setup):
     assert [(b.kind, b.replayed) for b in redo] == [("flush", True)]
     assert spark.table(plan.sink.table).count() == 8
     assert run_stream(s.stream, plan).batches == ()
+    # the progress table is the model's state, like its copies (docs/semantics.md, "Table
+    # ownership"); a new query refuses to drop one another model owns
+    progress = progress_table(plan.sink.table, plan.model)
+    for table in (progress, state.state_table(plan.sink.table, plan.model, f"{s.ods}.imps")):
+        assert deltalog.describe(spark, table).owner == (plan.model, "state"), table
+    before = sorted(map(tuple, spark.table(progress).collect()))
+    spark.sql(f"ALTER TABLE {progress} SET TBLPROPERTIES ('sqlflow.model' = 'someone_else')")
+    for table in (plan.sink.table, plan.quarantine):
+        spark.sql(f"DROP TABLE IF EXISTS {table}")
+    shutil.rmtree(checkpoint_dir(s.stream.project_dir, plan))  # a new query
+    with pytest.raises(SqlflowError, match=f"would drop table `{progress}`.*belongs to model `someone_else`"):
+        run_stream(s.stream, plan)
+    assert sorted(map(tuple, spark.table(progress).collect())) == before
 
 
 def test_a_row_matching_an_already_padded_row_marks_its_partition_dirty(spark, setup):

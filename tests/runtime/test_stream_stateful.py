@@ -103,6 +103,14 @@ def test_inner_and_left_outer_joins_equal_the_batch_plan_after_a_bounded_run(spa
         sink, quarantine = s.truth(model)
         assert_same(spark, plan.sink.table, sink)
         assert_same(spark, plan.quarantine, quarantine, drop=("origin",))
+        # quarantined rows by reason, as the service counts them (docs/semantics.md)
+        by_reason = {}
+        for b in result.batches:
+            assert sum(n for _, n in b.reasons) == b.quarantined
+            for reason, n in b.reasons:
+                by_reason[reason] = by_reason.get(reason, 0) + n
+        assert by_reason and by_reason == {r["reason"]: r["count"] for r in
+                                           spark.table(plan.quarantine).groupBy("reason").count().collect()}
         # one commit-log `write` row per written partition and batch, rows adding up; no dirt
         written = log_rows(spark, plan.sink.table, "write")
         assert sum(r["rows"] for r in written) == spark.table(plan.sink.table).count()

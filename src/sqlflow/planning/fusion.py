@@ -14,10 +14,13 @@ are fused; a group with a single selected member keeps its ordinary plan.
 | `group`          | the group's name (default: the parent's table name)                  |
 | `commit_by`      | the date and hour partition columns a commit covers (default `[dt, hour]`) |
 | `success_marker` | write `_SUCCESS` into each committed partition directory (default true) |
-| `notify_url`     | HTTP POST a JSON body to this URL once per committed partition       |
-| `notify_command` | run this shell command once per committed partition (env `SQLFLOW_*`) |
 | `bytes_per_row`  | cold-start size of a written row before Delta statistics exist (default 256B) |
 | `row_bytes`      | cold-start row sizes per sub-partition, e.g. `{"event_type=play": 900B}` (below) |
+
+A commit's notification (an HTTP POST, a shell command) is not a model config: a config comes
+with pull requests and never runs code. The operator sets it per group in the profile
+(`sqlflow.project.notify`); `notify_url` / `notify_command` under `routing` are an error that
+says so.
 
 `row_bytes` presets the size of a row of the sub-partitions it names (levels other than the
 date and hour, `level=value` joined by `/`, e.g. `event_type=play/product=app`): rows are
@@ -48,6 +51,8 @@ from sqlflow.planning.plan import (
 )
 from sqlflow.planning.shared_calls import share_calls
 from sqlflow.project.config import ByteSize, parse_size
+from sqlflow.project.config_origin import config_line
+from sqlflow.project.notify import MODEL_KEYS, NotifyHook, model_setting_hint
 from sqlflow.project.runmode import AVAILABLE_NOW, STATE_DIR
 
 DEFAULT_TARGET_FILE_SIZE = parse_size("128MB")
@@ -61,8 +66,6 @@ class RoutingConfig(BaseModel):
     group: str | None = Field(default=None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
     commit_by: tuple[str, str] = ("dt", "hour")
     success_marker: bool = True
-    notify_url: str | None = None
-    notify_command: str | None = None
     bytes_per_row: ByteSize = 256
     row_bytes: dict[str, ByteSize] = Field(default_factory=dict)
 
@@ -75,18 +78,14 @@ class RoutingConfig(BaseModel):
                                  "`event_type=play/product=app`")
         return value
 
-    @field_validator("notify_url")
-    @classmethod
-    def _http(cls, value: str | None) -> str | None:
-        if value is not None and not value.startswith(("http://", "https://")):
-            raise ValueError(f"`{value}` is not an http(s) URL")
-        return value
 
-
-def fuse_routes(result: Any) -> None:
+def fuse_routes(result: Any, hooks: dict[str, NotifyHook] | None = None,
+                raw_sql: dict[str, str] | None = None) -> None:
     """Replace the plans of each routed group's selected members by one RoutedPlan, in place
     (at the first member's position, which comes after the parent and before any model that
-    reads a member). Problems become error diagnostics on the member that causes them."""
+    reads a member). Problems become error diagnostics on the member that causes them.
+    `hooks`: each group's notification, from the profile (`sqlflow.project.notify`);
+    `raw_sql`: the model files' text, to point a refused config key at its line."""
     groups: dict[str, list[str]] = {}
     configs: dict[str, RoutingConfig] = {}
     for name, plan in result.plans.items():
@@ -94,6 +93,16 @@ def fuse_routes(result: Any) -> None:
         if rendered.config.routing is None:
             continue
         where = Location(rendered.path)
+        hook_keys = [k for k in MODEL_KEYS if isinstance(rendered.config.routing, dict)
+                     and k in rendered.config.routing]
+        if hook_keys:
+            group = rendered.config.routing.get("group") or "<group>"
+            result.diagnostics.append(Diagnostic(
+                f"model `{name}`: `routing.{hook_keys[0]}` is an operator setting, not a model "
+                "config: a config must never run a command or call a URL",
+                config_line(rendered.path, (raw_sql or {}).get(name, ""), *hook_keys),
+                model_setting_hint(group)))
+            continue
         try:
             cfg = RoutingConfig.model_validate(rendered.config.routing)
         except ValidationError as exc:
@@ -115,7 +124,7 @@ def fuse_routes(result: Any) -> None:
     for group, members in groups.items():
         if len(members) < 2:
             continue
-        routed = _routed_plan(result, group, members, configs)
+        routed = _routed_plan(result, group, members, configs, (hooks or {}).get(group))
         if routed is None:
             continue
         plans = {}
@@ -163,7 +172,7 @@ def _not_fusable(ir: ModelIR, plan: Plan) -> str | None:
 
 
 def _routed_plan(result: Any, group: str, members: list[str],
-                 configs: dict[str, RoutingConfig]) -> RoutedPlan | None:
+                 configs: dict[str, RoutingConfig], hook: NotifyHook | None) -> RoutedPlan | None:
     first = result.plans[members[0]]
     cfg = configs[members[0]]
     for name in members[1:]:
@@ -214,7 +223,8 @@ def _routed_plan(result: Any, group: str, members: list[str],
         targets=tuple(targets), quarantine=quarantine_table(f"{schema}{group}", None),
         quarantine_origin=first.path,
         commit=RouteCommit(cfg.commit_by[0], cfg.commit_by[1], source.allowed_lateness_us,
-                           cfg.success_marker, cfg.notify_url, cfg.notify_command),
+                           cfg.success_marker, hook.url if hook else None,
+                           hook.command if hook else None),
         bytes_per_row=cfg.bytes_per_row,
         row_bytes=tuple(sorted(cfg.row_bytes.items())),
         trigger=first.trigger if stream else AVAILABLE_NOW,

@@ -20,7 +20,7 @@ def status_table(doc: dict[str, Any]) -> Table:
              if service["running"] else "Stream service: not running")
     table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD)
     for name in ("model", "state", "restarts", "last batch", "at (UTC)", "lag s", "in 1h",
-                 "out 1h", "quarantined 1h", "dirty", "last error"):
+                 "out 1h", "quarantined 1h", "dirty", "provisional", "last error"):
         table.add_column(name, no_wrap=name != "last error")
     for m in doc["models"]:
         state = f"[bold red]{m['state']}[/]" if m["state"] == "failed" else m["state"]
@@ -29,5 +29,6 @@ def status_table(doc: dict[str, Any]) -> Table:
                       m["last_batch_at"] or "-",
                       "-" if m["lag_seconds"] is None else f"{m['lag_seconds']:.0f}",
                       f"{m['rows_in_1h']:,}", f"{m['rows_out_1h']:,}", f"{m['quarantined_1h']:,}",
-                      str(len(m["dirty_partitions"])), m["last_error"] or "")
+                      str(len(m["dirty_partitions"])), str(len(m.get("provisional_partitions", []))),
+                      m["last_error"] or "")
     return table

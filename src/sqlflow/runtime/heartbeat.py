@@ -46,6 +46,7 @@ class ModelHealth:
     quarantined: dict[str, int] = field(default_factory=dict)
     dirty: list[str] = field(default_factory=list)
     last_error: str | None = None
+    newest_ingest_at: float | None = None  # newest ingest time of the rows processed (lag)
     batches: list[list[float]] = field(default_factory=list)  # [end time, rows in, rows out, quarantined], last hour
 
 

@@ -3,9 +3,9 @@ docs/semantics.md, "The stream service"): served in the text format on 127.0.0.1
 `prometheus_client`, one registry per service (no global state).
 
 Per model: `sqlflow_rows_in_total`, `sqlflow_rows_out_total`, `sqlflow_quarantined_total`
-(label `reason`; `all` for a runtime whose reports carry no breakdown),
-`sqlflow_microbatch_seconds` (histogram), `sqlflow_lag_seconds` (since the last micro-batch
-ended), `sqlflow_restarts_total`, `sqlflow_dirty_partitions`, `sqlflow_model_up` (1 unless
+(label `reason`, from every runtime's reports; `all` for rows a report does not break down),
+`sqlflow_microbatch_seconds` (histogram), `sqlflow_lag_seconds` (ingest-time lag: now minus
+the newest ingest time processed; absent for an input without an ingest time), `sqlflow_restarts_total`, `sqlflow_dirty_partitions`, `sqlflow_model_up` (1 unless
 the model failed).
 """
 
@@ -30,7 +30,7 @@ class Metrics:
                                    registry=r)
         self.seconds = Histogram("sqlflow_microbatch_seconds", "Wall seconds per micro-batch", m,
                                  buckets=BUCKETS, registry=r)
-        self.lag = Gauge("sqlflow_lag_seconds", "Seconds since the model's last micro-batch ended",
+        self.lag = Gauge("sqlflow_lag_seconds", "Now minus the newest ingest time processed",
                          m, registry=r)
         self.restarts = Counter("sqlflow_restarts", "Query restarts after a failure", m, registry=r)
         self.dirty = Gauge("sqlflow_dirty_partitions", "Partitions found dirty", m, registry=r)
@@ -41,7 +41,8 @@ class Metrics:
         """Serve the registry on 127.0.0.1:`port` from a daemon thread; returns the server."""
         return start_http_server(port, addr="127.0.0.1", registry=self.registry)
 
-    def batch(self, model: str, report: Any, rows_in: int, dirty: int) -> None:
+    def batch(self, model: str, report: Any, rows_in: int, dirty: int,
+              newest_ingest_at: float | None = None) -> None:
         self.rows_in.labels(model).inc(rows_in)
         self.rows_out.labels(model).inc(report.rows_out)
         reasons = dict(getattr(report, "reasons", ()))
@@ -51,7 +52,8 @@ class Metrics:
             self.quarantined.labels(model, "all").inc(report.quarantined - sum(reasons.values()))
         if report.kind == "batch":
             self.seconds.labels(model).observe(report.seconds)
-            self.last[model] = time.time()
+        if newest_ingest_at is not None:
+            self.last[model] = newest_ingest_at
         self.dirty.labels(model).set(dirty)
 
     def restarted(self, model: str) -> None:

@@ -67,6 +67,17 @@ def check(spark: SparkSession, table: str, owner: str, role: str, *, action: str
         "nothing was written", location=_location(origin), hint=hint)
 
 
+def check_state(spark: SparkSession, table: str, owner: str, *, action: str, origin: str = "") -> None:
+    """Refuse to `action` a state table (reserved `__sqlflow_` name: state copies, padding
+    progress) that another model owns. One without an owner was built by a sqlflow that did
+    not record owners yet: its reserved name is its claim."""
+    if not spark.catalog.tableExists(table):
+        return
+    info = deltalog.describe(spark, table)
+    if info.owner is not None and info.owner[0] != owner:
+        check(spark, table, owner, "state", action=action, origin=origin, info=info)
+
+
 def _location(origin: str) -> Location | None:
     if not origin:
         return None

@@ -34,6 +34,7 @@ from sqlflow.runtime.restarts import RestartBudget
 from sqlflow.runtime.results import StreamRow
 
 HOUR_S = 3600.0
+STOP_TIMEOUT = "spark.sql.streaming.stopTimeout"
 
 
 @dataclass(frozen=True)
@@ -100,9 +101,11 @@ class Service:
 
     def run(self) -> list[Region]:
         undo = stop_signals(self.stop)
-        # a stop waits this long for a running micro-batch (Spark reads it at query start)
-        self.ctx.spark.conf.set("spark.sql.streaming.stopTimeout",
-                                str(int(self.stop_timeout_s * 1000)))
+        # a stop waits this long for a running micro-batch (Spark reads it at query start);
+        # the session is shared (tests, notebooks, dbt): its own value is put back at the end
+        conf = self.ctx.spark.conf
+        before = conf.getAll.get(STOP_TIMEOUT)  # None: not set in this session
+        conf.set(STOP_TIMEOUT, str(int(self.stop_timeout_s * 1000)))
         try:
             for region in self.regions:
                 self._start(region)
@@ -116,6 +119,10 @@ class Service:
         finally:
             self._stop_all()
             undo()
+            if before is None:
+                conf.unset(STOP_TIMEOUT)
+            else:
+                conf.set(STOP_TIMEOUT, before)
         return self.regions
 
     def _poll(self) -> None:
@@ -198,16 +205,22 @@ class Service:
                 if report.kind == "batch":
                     h.last_batch_id, h.last_batch_at = report.batch_id, now
                     h.last_batch_seconds = report.seconds
+                newest = getattr(report, "newest_ingest_us", None)
+                if newest is not None:
+                    h.newest_ingest_at = max(h.newest_ingest_at or 0.0, newest / 1e6)
                 h.rows_in += rows_in
                 h.rows_out += report.rows_out
-                reasons = dict(getattr(report, "reasons", ())) or {"all": report.quarantined}
+                reasons = dict(getattr(report, "reasons", ()))  # every runtime reports them
+                if report.quarantined > sum(reasons.values()):
+                    reasons["all"] = report.quarantined - sum(reasons.values())
                 for reason, n in reasons.items():
                     h.quarantined[reason] = h.quarantined.get(reason, 0) + n
                 h.dirty = sorted({*h.dirty, *(p for p, _ in getattr(report, "dirty", ()))})
                 h.batches = [b for b in h.batches if now - b[0] < HOUR_S] + \
                     [[now, rows_in, report.rows_out, report.quarantined]]
             if self.metrics is not None:
-                self.metrics.batch(r.plan.model, report, rows_in, len(r.health.dirty))
+                self.metrics.batch(r.plan.model, report, rows_in, len(r.health.dirty),
+                                   r.health.newest_ingest_at)
             self.on_event(report)
             self._throttle(r, report)
         return on_batch

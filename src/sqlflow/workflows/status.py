@@ -12,10 +12,18 @@ is gone: every model reads `stopped`.
 The JSON (`--format json`) has a stable shape, version 1:
 `{"version": 1, "service": {"running", "pid", "updated_at"}, "models": [{"name", "path",
 "state", "restarts", "last_batch_id", "last_batch_at", "last_batch_seconds", "in_flight",
-"lag_seconds", "rows_in_1h", "rows_out_1h", "quarantined_1h", "quarantined",
-"dirty_partitions", "journal_entries", "versions_behind", "last_error"}]}`; times are
-ISO-8601 UTC; `versions_behind` maps each stream input to the Delta versions it has not
-delivered yet (null: unknown, e.g. a table outside the local warehouse).
+"lag_seconds", "newest_ingest_at", "rows_in_1h", "rows_out_1h", "quarantined_1h", "quarantined",
+"dirty_partitions", "provisional_partitions", "open_partitions", "journal_entries",
+"versions_behind", "last_error"}], "commit_log"}`; times are
+ISO-8601 UTC; `lag_seconds` is ingest-time lag, now minus `newest_ingest_at` (the newest
+ingest time of the rows the model processed; null for an input without an ingest time, or
+before its first micro-batch); `versions_behind` maps each stream input to the Delta versions it has not
+delivered yet (null: unknown, e.g. a table outside the local warehouse). The commit log is read
+from its Delta files with pyarrow (`runtime.delta.logfiles`): `open_partitions` lists the
+model's tables' dirty or provisional partitions not settled since, each `{table, partition,
+dirty, provisional, reasons, since}` (what `sqlflow repair` would rewrite);
+`dirty_partitions` also holds those the running service saw; `commit_log` says `read`,
+`absent`, or why the log could not be read without Spark (`status --commit-log` reads it).
 """
 
 from __future__ import annotations
@@ -28,8 +36,10 @@ from typing import Any
 
 from sqlflow.compiler import compile_project
 from sqlflow.engine.session import spark_conf
+from sqlflow.planning.plan import COMMIT_LOG
 from sqlflow.project.runmode import STATE_DIR
 from sqlflow.runtime import heartbeat, offsets
+from sqlflow.runtime.delta import commitlog_files, logfiles
 
 VERSION = 1
 STALE_S = 30.0
@@ -92,8 +102,24 @@ def versions_behind(checkpoint: Path, plan: Any, wh: Path | None) -> dict[str, i
     return out
 
 
+def commit_log_rows(wh: Path | None) -> tuple[list[dict[str, Any]] | None, str]:
+    """The commit log's rows read from its files (pyarrow, no JVM), and how it went: `read`,
+    `absent` (no log yet), or why it could not be read (then `status --commit-log` can)."""
+    if wh is None:
+        return None, "unknown warehouse (not a local path)"
+    db, _, name = COMMIT_LOG.partition(".")
+    folder = wh / f"{db}.db" / name
+    if not (folder / "_delta_log").is_dir():
+        return [], "absent"
+    try:
+        return logfiles.read_rows(folder), "read"
+    except (logfiles.Unsupported, OSError) as exc:
+        return None, f"unreadable without Spark: {exc}"
+
+
 def model_status(project_dir: Path, plan: Any, beat: dict[str, Any] | None, alive: bool,
-                 now: float, wh: Path | None = None) -> dict[str, Any]:
+                 now: float, wh: Path | None = None,
+                 log: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     configured, default = plan.checkpoint_setting
     checkpoint = project_dir / (configured or f"{STATE_DIR}/checkpoints/{default}")
     offsets, commits = batch_ids(checkpoint / "offsets"), batch_ids(checkpoint / "commits")
@@ -105,6 +131,8 @@ def model_status(project_dir: Path, plan: Any, beat: dict[str, Any] | None, aliv
     if not alive and h.get("state") == "failed":
         state = "failed"
     recent = [b for b in h.get("batches", []) if now - b[0] < HOUR_S]
+    found = commitlog_files.open_partitions(log, [t for t, _ in plan.outputs]) if log else []
+    dirty = sorted({*h.get("dirty", []), *(p["partition"] for p in found if p["dirty"])})
     return {
         "name": plan.model,
         "path": plan.path,
@@ -114,13 +142,17 @@ def model_status(project_dir: Path, plan: Any, beat: dict[str, Any] | None, aliv
         "last_batch_at": iso(committed_at),
         "last_batch_seconds": h.get("last_batch_seconds"),
         "in_flight": bool(offsets) and offsets[-1] != last,
-        # ingest-time lag: seconds since the last micro-batch committed (none committed: null)
-        "lag_seconds": round(now - committed_at, 3) if committed_at is not None else None,
+        # ingest-time lag: now minus the newest ingest time processed (null: unknown, e.g. an
+        # input without an ingest time: `versions_behind` says how far behind it is)
+        "lag_seconds": round(now - h["newest_ingest_at"], 3) if h.get("newest_ingest_at") else None,
+        "newest_ingest_at": iso(h.get("newest_ingest_at")),
         "rows_in_1h": sum(int(b[1]) for b in recent),
         "rows_out_1h": sum(int(b[2]) for b in recent),
         "quarantined_1h": sum(int(b[3]) for b in recent),
         "quarantined": h.get("quarantined", {}),
-        "dirty_partitions": h.get("dirty", []),
+        "dirty_partitions": dirty,
+        "provisional_partitions": sorted({p["partition"] for p in found if p["provisional"]}),
+        "open_partitions": [{**p, "since": _iso_dt(p["since"])} for p in found],
         "journal_entries": len(list(journal.iterdir())) if journal.is_dir() else 0,
         "versions_behind": versions_behind(checkpoint, plan, wh),
         "last_error": h.get("last_error"),
@@ -134,9 +166,20 @@ def service_status(project_dir: Path, plans: Sequence[Any], now: float | None = 
     now = time.time() if now is None else now
     beat = heartbeat.read(project_dir)
     alive = bool(beat and beat.get("running") and now - beat.get("updated_at", 0) < STALE_S)
+    log, how = commit_log_rows(wh)
     return {
         "version": VERSION,
         "service": {"running": alive, "pid": (beat or {}).get("pid"),
                     "updated_at": iso((beat or {}).get("updated_at"))},
-        "models": [model_status(project_dir, p, beat, alive, now, wh) for p in plans],
+        "commit_log": how,
+        "models": [model_status(project_dir, p, beat, alive, now, wh, log) for p in plans],
     }
+
+
+def _iso_dt(value: Any) -> str | None:
+    """A commit-log timestamp (pyarrow: aware UTC, or naive UTC) as ISO-8601 UTC."""
+    if value is None:
+        return None
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=timezone.utc)
+    return str(value.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"))

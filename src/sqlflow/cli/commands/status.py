@@ -1,8 +1,9 @@
 """`sqlflow status [--select M] [--format table|json]`: each stream model's state, read from
-files without a JVM (checkpoints, journals, the stream service's heartbeat); `--commit-log`
-adds the commit log's tables (that one starts Spark): the partitions `sqlflow repair` would
-rewrite (dirty or provisional, docs/design.md §2.7), per table partitions written and
-committed, and each joined dimension's READY partitions.
+files without a JVM (checkpoints, journals, the stream service's heartbeat, and the commit
+log's Delta files through pyarrow: each model's dirty and provisional partitions);
+`--commit-log` adds the commit log's tables (that one starts Spark): the partitions `sqlflow
+repair` would rewrite (dirty or provisional, docs/design.md §2.7) with their reasons, per
+table partitions written and committed, and each joined dimension's READY partitions.
 """
 
 from __future__ import annotations

@@ -86,6 +86,7 @@ class BatchReport:
     dirty: tuple[tuple[str, str], ...] = ()  # (partition, reason)
     phases: tuple[tuple[str, float], ...] = ()  # wall seconds per phase (`batchfn.Phases`)
     reasons: tuple[tuple[str, int], ...] = ()  # quarantined rows per reason (the service's metrics)
+    newest_ingest_us: int | None = None  # newest ingest time of its clean rows (the service's lag)
 
     def line(self) -> str:
         note = " (replay: sink already written)" if self.replayed else ""
@@ -202,7 +203,7 @@ class MicroBatch(BatchFunction):
                         self._state_exists[table] = True
                 self.ledger.record(batch_id, after)
                 if now is not None:
-                    padding.record(spark, self.progress, batch_id, 0, "batch", now)
+                    padding.record(spark, self.progress, batch_id, 0, "batch", now, plan.model)
             if self.after_state:
                 self.after_state(batch_id)
             with phase("commit log"):
@@ -218,7 +219,8 @@ class MicroBatch(BatchFunction):
             plan.model, batch_id, tuple((b.relation, counts.get(k, 0)) for k, b in enumerate(self.sides)),
             out.rows, quarantined, out.skipped, time.monotonic() - began,
             padded=padded_rows, dirty=tuple((p, r) for p, _, r in dirty), phases=phase.items(),
-            reasons=tuple(sorted((k, n) for k, n in reasons.items() if n)))
+            reasons=tuple(sorted((k, n) for k, n in reasons.items() if n)),
+            newest_ingest_us=max((v for v in stats.max_ingest.values() if v is not None), default=None))
         self._report(report)
 
     def _new_rows(self, spark: SparkSession, df: DataFrame, batch_id: int, k: int) -> DataFrame:
@@ -438,7 +440,7 @@ class MicroBatch(BatchFunction):
         if now is None:
             return None
         assert self.spark is not None  # given where the query starts
-        padding.record(self.spark, self.progress, now.batch, now.seq, kind, now)
+        padding.record(self.spark, self.progress, now.batch, now.seq, kind, now, self.plan.model)
         return self._write_close(kind, prev, now)
 
     def _write_close(self, kind: str, prev: padding.Progress, now: padding.Progress) -> BatchReport:
@@ -461,7 +463,7 @@ class MicroBatch(BatchFunction):
                              step=now.batch)
             out = write(spark, plan.sink, reduce(DataFrame.unionByName, frames), batch=batch)
             out = self._log(spark, out, batch, [], inputs={}, quarantined=0, late=0)
-            padding.mark_done(spark, self.progress, now.batch, now.seq, kind)
+            padding.mark_done(spark, self.progress, now.batch, now.seq, kind, plan.model)
         finally:
             self._drop_views(spark)
         report = BatchReport(plan.model, now.batch, (), out.rows, 0, out.skipped,

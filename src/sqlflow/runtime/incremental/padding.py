@@ -19,7 +19,7 @@ run loop takes between micro-batches (`seq` 1, 2, ... after batch `batch`):
 - `idle`: O received no rows for the model's `idle_timeout`: P's cutoff moves to what P's
   own ingest frontier would give (the busy side stands in for the idle one).
 Each step records, per input, the frontier and cutoff it reached in the model's progress
-table (`<sink schema>.__sqlflow_state__<model>__progress`). The rows of P closed at a step are
+table (`<sink schema>.__sqlflow_state__<model>__progress`, owned by the model, role `state`). The rows of P closed at a step are
 those of arrival batch `a` and time `t` with
 
     closed(step) = (a <= batch AND t < cutoff) OR a <= flushed
@@ -51,6 +51,7 @@ from pyspark.sql.types import BooleanType, LongType, StringType, StructField, St
 
 from sqlflow.identifiers import quote as quote_ident
 from sqlflow.planning.plan import SourceBinding, StreamPlan
+from sqlflow.runtime import ownership
 from sqlflow.runtime.delta import once
 from sqlflow.runtime.incremental import state
 
@@ -163,26 +164,34 @@ def unfinished_step(spark: SparkSession, table: str) -> tuple[int, int, str] | N
     return r[0]["batch"], r[0]["seq"], r[0]["kind"]
 
 
-def mark_done(spark: SparkSession, table: str, batch: int, seq: int, kind: str) -> None:
+def mark_done(spark: SparkSession, table: str, batch: int, seq: int, kind: str, owner: str) -> None:
     """Note that the write of flush/idle step (batch, seq) is committed."""
     now = datetime.now(timezone.utc).replace(tzinfo=None)
-    spark.createDataFrame([(batch, seq, kind, "", None, None, None, now, True)],
-                          PROGRESS_SCHEMA).writeTo(table).append()
+    _append(spark, table, spark.createDataFrame([(batch, seq, kind, "", None, None, None, now, True)],
+                                                PROGRESS_SCHEMA), owner)
 
 
 def record(spark: SparkSession, table: str, batch: int, seq: int, kind: str,
-           progress: Progress) -> None:
+           progress: Progress, owner: str) -> None:
     """Record one step's progress. A replayed step records the same values again: readers
     take maxima per input, so a duplicate changes nothing (and costs no lookup first)."""
     now = datetime.now(timezone.utc).replace(tzinfo=None)
     cut = dict(progress.cutoff)
     rows = [(batch, seq, kind, rel, f, cut.get(rel), progress.flushed if kind == "flush" else None,
              now, None) for rel, f in progress.frontier]
-    df = spark.createDataFrame(rows, PROGRESS_SCHEMA)
+    _append(spark, table, spark.createDataFrame(rows, PROGRESS_SCHEMA), owner)
+
+
+def _append(spark: SparkSession, table: str, rows: DataFrame, owner: str) -> None:
+    """Append to the progress table; a new one records its owner model, role `state`
+    (docs/semantics.md, "Table ownership"), like the model's other state tables."""
     if spark.catalog.tableExists(table):
-        df.writeTo(table).append()
-    else:
-        df.writeTo(table).using("delta").create()
+        rows.writeTo(table).append()
+        return
+    writer = rows.writeTo(table).using("delta")
+    for key, value in ownership.properties(owner, "state").items():
+        writer = writer.tableProperty(key, value)
+    writer.create()
 
 
 def advance(prev: Progress, plan_sides: list[Side], streams: Iterable[SourceBinding],

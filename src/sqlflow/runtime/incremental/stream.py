@@ -33,6 +33,7 @@ from sqlflow.engine.context import Context
 from sqlflow.errors import Location, SqlflowError
 from sqlflow.identifiers import quote as quote_ident
 from sqlflow.planning.plan import COMMIT_LOG, StreamPlan
+from sqlflow.runtime import ownership
 from sqlflow.runtime.batchfn import query_failed
 from sqlflow.runtime.delta import once, sink_truth
 from sqlflow.runtime.env_errors import written_paths
@@ -81,7 +82,10 @@ def start(ctx: Context, plan: StreamPlan, *, trigger: str = AVAILABLE_NOW,
     fresh = is_new(checkpoint)
     if fresh:  # a new query: older rows of another query are stale
         refuse_new_checkpoint(spark, plan, checkpoint, plan.outputs)
-        for table in (*tables.values(), padding.progress_table(plan.sink.table, plan.model)):
+        stale = (*tables.values(), padding.progress_table(plan.sink.table, plan.model))
+        for table in stale:  # refuse before anything is dropped (docs/semantics.md, "Table ownership")
+            ownership.check_state(spark, table, plan.model, action="drop", origin=plan.path)
+        for table in stale:
             state.drop(spark, table)
         for folder in (older.FOLDER, once.FOLDER):
             shutil.rmtree(checkpoint / folder, ignore_errors=True)

@@ -117,6 +117,8 @@ class RouteReport:
     seconds: float
     kind: str = "batch"  # batch | flush (the end-of-input commit of a bounded run)
     dirty: tuple[tuple[str, str], ...] = ()  # (hour, reason): rows written into committed hours
+    reasons: tuple[tuple[str, int], ...] = ()  # quarantined rows per reason (the service's metrics)
+    newest_ingest_us: int | None = None  # newest ingest time of its clean rows (the service's lag)
 
     @property
     def rows_out(self) -> int:
@@ -267,7 +269,8 @@ class RouteBatch(BatchFunction):
         try:
             split = Q.split(df, b, model=plan.model, origin=f"batch {batch_id}")
             view = input_view(plan, split.clean)
-            rows_in, quarantined, frontier = _measure(df, b)
+            rows_in, reasons, frontier = _measure(df, b)
+            quarantined = sum(reasons.values())
             if quarantined:
                 write(spark, quarantine_sink(plan, "append_once", Q.PARTITION_BY), split.quarantine,
                       batch=self._id(f"{app}__quarantine", batch_id))
@@ -275,6 +278,8 @@ class RouteBatch(BatchFunction):
             for k, t in enumerate(plan.targets):
                 target_batch = self._id(f"{app}::{t.model}", batch_id)
                 def poisoned_rows(checked: DataFrame, t: RouteTarget = t) -> None:
+                    for r in checked.where(F.col(PQ.REASON).isNotNull()).groupBy(PQ.REASON).count().collect():
+                        reasons[r[0]] = reasons.get(r[0], 0) + r[1]
                     poisoned.append(write(
                         spark, quarantine_sink(plan, "append_once", Q.PARTITION_BY),
                         PQ.quarantine_rows(plan, t, checked, origin=f"batch {batch_id}"),
@@ -313,7 +318,9 @@ class RouteBatch(BatchFunction):
             spark.catalog.dropTempView(b.view)
         quarantined += sum(w.rows for w in poisoned)
         report = RouteReport(plan.model, batch_id, rows_in, quarantined, tuple(writes),
-                             tuple(todo), tuple(fired), time.monotonic() - began, dirty=dirty)
+                             tuple(todo), tuple(fired), time.monotonic() - began, dirty=dirty,
+                             reasons=tuple(sorted((k, n) for k, n in reasons.items() if n)),
+                             newest_ingest_us=frontier if b.ingest_time else None)
         self._report(report)
 
     def flush(self) -> RouteReport | None:
@@ -355,17 +362,19 @@ def _mark_dirty(spark: SparkSession, plan: RoutedPlan, reached: list[tuple[Route
     return tuple((h, DIRTY_REASON) for h in sorted({h for _, h in reached}))
 
 
-def _measure(df: DataFrame, b) -> tuple[int, int, int | None]:
-    """Rows, quarantined rows and this batch's contribution to the watermark (see
+def _measure(df: DataFrame, b) -> tuple[int, dict[str, int], int | None]:
+    """Rows, quarantined rows per reason and this batch's contribution to the watermark (see
     partition_commit: the largest clean ingest time, or without an ingest column the largest
     clean event time minus allowed lateness), in one pass over the cached batch."""
     times = Q.event_times(df, b, model="")
-    clean = Q.reason_of(times, b).isNull()
+    reason = Q.reason_of(times, b)
+    clean = reason.isNull()
     has_ingest = bool(b.ingest_time) and b.ingest_time.lower() in {c.lower() for c in df.columns}
     edge = F.unix_micros(times.ingest) if has_ingest else \
         F.unix_micros(times.event) - F.lit(b.allowed_lateness_us)
-    row = df.agg(F.count(F.lit(1)), F.count_if(~clean), F.max(F.when(clean, edge))).collect()[0]
-    return row[0], row[1], row[2]
+    row = df.agg(F.count(F.lit(1)), F.max(F.when(clean, edge)),
+                 *[F.count_if(reason == F.lit(r)) for r in Q.REASONS]).collect()[0]
+    return row[0], dict(zip(Q.REASONS, row[2:], strict=True)), row[1]
 
 
 def _record_progress(spark: SparkSession, plan: RoutedPlan, batch: BatchId,

@@ -261,7 +261,8 @@ class StatefulBatch(BatchFunction):
             app = self.app_id()
             bad = (df.where(F.col(KIND) == "quarantine").select(f"{QROW}.*")
                    .withColumn("origin", F.lit(f"batch {batch_id}")))
-            quarantined = bad.count()
+            reasons = {r["reason"]: r["count"] for r in bad.groupBy("reason").count().collect()}
+            quarantined = sum(reasons.values())
             if quarantined:
                 write(spark, quarantine_sink(plan, "append_once", Q.PARTITION_BY), bad,
                       batch=self._id(f"{app}__quarantine", batch_id))
@@ -286,7 +287,8 @@ class StatefulBatch(BatchFunction):
         report = StatefulReport(
             plan.model, batch_id, tuple((b.relation, counts.get(k, 0)) for k, b in enumerate(self.sides)),
             out.rows, quarantined, out.skipped, time.monotonic() - began, dropped=dropped,
-            dirty=tuple((spec, DIRTY_REASON) for spec in dirty))
+            dirty=tuple((spec, DIRTY_REASON) for spec in dirty),
+            reasons=tuple(sorted((k, n) for k, n in reasons.items() if n)))
         self.reports.append(report)
         if self.on_batch:
             self.on_batch(report)

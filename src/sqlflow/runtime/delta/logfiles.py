@@ -1,0 +1,104 @@
+"""A Delta table's rows read straight from its files, without a JVM (pyarrow).
+
+`sqlflow status` must not start Spark (docs/design.md §2.11), yet it reports what the commit
+log (a Delta table) says. This module replays a local table's `_delta_log/` the way Delta
+defines a snapshot: the newest classic checkpoint named by `_last_checkpoint` (one parquet
+file, or its numbered parts), then every `<version>.json` commit after it, `add` actions
+adding a data file and `remove` actions removing one; the live files are read with pyarrow,
+and partition columns come from each file's `partitionValues`.
+
+It reads only what it can read exactly: a table whose files carry deletion vectors, a V2
+(UUID-named) checkpoint, column mapping or a log with a gap between versions is reported as
+`Unsupported`, and the caller says so instead of guessing. Like `deltalog`, it trusts that a
+commit file appears atomically (a rename), so a reader never sees half a commit.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+from urllib.parse import unquote
+
+
+class Unsupported(Exception):
+    """The table uses a Delta feature this reader does not replay; read it with Spark."""
+
+
+def _checkpoint(log: Path) -> tuple[int, list[Path]] | None:
+    """The newest checkpoint's version and parquet parts (`_last_checkpoint`), or None."""
+    try:
+        last = json.loads((log / "_last_checkpoint").read_text())
+    except FileNotFoundError:
+        return None
+    version = int(last["version"])
+    if last.get("v2Checkpoint"):
+        raise Unsupported(f"checkpoint {version} is a V2 checkpoint")
+    parts = last.get("parts")
+    if parts:
+        files = [log / f"{version:020d}.checkpoint.{k:010d}.{parts:010d}.parquet"
+                 for k in range(1, parts + 1)]
+    else:
+        files = [log / f"{version:020d}.checkpoint.parquet"]
+    if not all(f.is_file() for f in files):
+        raise Unsupported(f"checkpoint {version} is not a classic checkpoint")
+    return version, files
+
+
+def _map(value: Any) -> dict[str, Any]:
+    """A Delta map field: a dict in a JSON commit, a list of pairs in a checkpoint (pyarrow)."""
+    return dict(value) if isinstance(value, list) else dict(value or {})
+
+
+def _apply(files: dict[str, dict[str, Any]], action: dict[str, Any]) -> None:
+    if "add" in action and action["add"]:
+        add = action["add"]
+        if add.get("deletionVector"):
+            raise Unsupported("a data file has a deletion vector")
+        files[unquote(add["path"])] = _map(add.get("partitionValues"))
+    elif "remove" in action and action["remove"]:
+        files.pop(unquote(action["remove"]["path"]), None)
+    elif "metaData" in action and action["metaData"]:
+        config = _map(action["metaData"].get("configuration"))
+        if config.get("delta.columnMapping.mode", "none") != "none":
+            raise Unsupported("the table uses column mapping")
+
+
+def live_files(table_dir: Path) -> dict[str, dict[str, Any]]:
+    """Data file path (relative to the table) -> its partition values, at the latest version.
+    Raises FileNotFoundError when the folder is not a Delta table, Unsupported (above)."""
+    log = table_dir / "_delta_log"
+    versions = sorted(int(p.name[:-5]) for p in log.iterdir()
+                      if p.name.endswith(".json") and p.name[:-5].isdigit())
+    files: dict[str, dict[str, Any]] = {}
+    start = 0
+    found = _checkpoint(log)
+    if found is not None:
+        import pyarrow.parquet as pq
+
+        start = found[0] + 1
+        for part in found[1]:
+            for row in pq.read_table(part, columns=["add", "remove", "metaData"]).to_pylist():
+                _apply(files, {k: v for k, v in row.items() if v})
+    todo = [v for v in versions if v >= start]
+    if todo != list(range(start, start + len(todo))) or not todo and found is None:
+        raise Unsupported(f"the log's versions after {start - 1} are not contiguous")
+    for v in todo:
+        for line in (log / f"{v:020d}.json").read_text().splitlines():
+            if line.strip():
+                _apply(files, json.loads(line))
+    return files
+
+
+def read_rows(table_dir: Path) -> list[dict[str, Any]]:
+    """Every row of the local Delta table at `table_dir`, as dicts (column name -> value;
+    a partition column's value is its string from the log, as Delta stores it)."""
+    import pyarrow.parquet as pq
+
+    rows: list[dict[str, Any]] = []
+    for path, partition in sorted(live_files(table_dir).items()):
+        if "://" in path or path.startswith("/"):
+            raise Unsupported(f"data file {path} is outside the table's folder")
+        for row in pq.ParquetFile(table_dir / path).read().to_pylist():
+            rows.append({**row, **partition})
+    return rows
