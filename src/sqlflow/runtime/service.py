@@ -107,6 +107,11 @@ class Service:
         before = conf.getAll.get(STOP_TIMEOUT)  # None: not set in this session
         conf.set(STOP_TIMEOUT, str(int(self.stop_timeout_s * 1000)))
         try:
+            # created once here: queries starting together raced to create it, and the loser
+            # failed on Delta's ProtocolChangedException and spent a restart
+            from sqlflow.runtime.delta import commitlog
+
+            commitlog.ensure(self.ctx.spark)
             for region in self.regions:
                 self._start(region)
             while not self.stop.is_set():
