@@ -24,10 +24,10 @@ from pyspark.sql.streaming import StreamingQuery
 from sqlflow.engine.context import Context
 from sqlflow.planning.plan import BatchPlan, Plan, RoutedPlan, StreamPlan
 from sqlflow.project.runmode import STATE_DIR
-from sqlflow.runtime import batch, ownership, run_lock
+from sqlflow.runtime import batch, input_rewrites, ownership, run_lock
 from sqlflow.runtime import repair as repairs
 from sqlflow.runtime.incremental import stream as incremental
-from sqlflow.runtime.query import AVAILABLE_NOW, checkpoint_dir
+from sqlflow.runtime.query import AVAILABLE_NOW, checkpoint_dir, is_new, rebuild_command
 from sqlflow.runtime.results import DateRange, RunResult, StreamResult
 from sqlflow.runtime.routed import routing
 from sqlflow.runtime.stateful import stream as stateful
@@ -103,6 +103,7 @@ def start_stream(ctx: Context, plan: StreamingPlan, *, trigger: str = AVAILABLE_
     checkpoint = checkpoint_dir(ctx.project_dir, plan)
     run_lock.take(checkpoint, what=_what(plan), path=plan.path)
     try:
+        _check_inputs(ctx, plan, checkpoint)
         if isinstance(plan, RoutedPlan):
             started = routing.start(ctx, plan, trigger=trigger, on_batch=on_batch)
         elif plan.strategy == "stateful":
@@ -129,10 +130,18 @@ def run_stream(ctx: Context, plan: StreamingPlan, *, trigger: str = AVAILABLE_NO
     checkpoint = checkpoint_dir(ctx.project_dir, plan)
     run_lock.take(checkpoint, what=_what(plan), path=plan.path)
     try:
+        _check_inputs(ctx, plan, checkpoint)
         return _run_stream(ctx, plan, trigger=trigger, on_batch=on_batch, after_sink=after_sink,
                            after_state=after_state, end_of_input=end_of_input)
     finally:
         run_lock.release(checkpoint)
+
+
+def _check_inputs(ctx: Context, plan: StreamingPlan, checkpoint: Path) -> None:
+    """An existing checkpoint's inputs were not rewritten since (`input_rewrites`)."""
+    if not is_new(checkpoint):
+        input_rewrites.check(ctx.spark, checkpoint, [b.relation for b in plan.sources],
+                             what=_what(plan), path=plan.path, rebuild=rebuild_command(plan))
 
 
 def _run_stream(ctx: Context, plan: StreamingPlan, *, trigger: str,
