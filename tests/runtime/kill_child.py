@@ -4,7 +4,7 @@
 process (one JVM), against the project's own local target (warehouse and Derby metastore under
 its `.sqlflow/`, which no other process opens meanwhile):
 
-- `{"append": [table, schema, rows]}` appends `rows` (JSON values; timestamps as ISO text) to
+- `{"append": [table, schema, rows]}` appends `rows` (text values, NULL as null) to
   the Delta table `table`, created with `schema` when missing, as one commit;
 - `{"cli": [args...], "fault": "point:batch"}` runs `sqlflow --project-dir <dir> <args>`
   through the real command line (`sqlflow.cli.main`), with `SQLFLOW_FAULT` set to `fault`

@@ -67,7 +67,9 @@ STREAM_POINTS = ("sink", "state", "commit_log", "spark_commit")
 
 
 def rows_json(rows):
-    return [[v.isoformat() if hasattr(v, "isoformat") else v for v in r] for r in rows]
+    """Rows as text (the child casts each column to its type); None stays NULL."""
+    return [[None if v is None else v.isoformat() if hasattr(v, "isoformat") else str(v) for v in r]
+            for r in rows]
 
 
 def child(project: Path, steps: list[dict], why: str, kill: bool = False) -> float:
