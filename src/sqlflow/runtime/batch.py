@@ -31,8 +31,8 @@ from pyspark.sql import functions as F
 from sqlflow.engine.context import Context
 from sqlflow.errors import Location, SqlflowError
 from sqlflow.planning.plan import COMMIT_LOG, BatchPlan
+from sqlflow.runtime import fault_points, sink_partitions, snapshot
 from sqlflow.runtime import quarantine as Q
-from sqlflow.runtime import snapshot
 from sqlflow.runtime.analysis_errors import model_errors
 from sqlflow.runtime.delta.deltalog import latest_version
 from sqlflow.runtime.delta.sinks import WriteResult, write
@@ -74,8 +74,12 @@ def run_batch(ctx: Context, plan: BatchPlan, *, start: date | None = None,
                 missing = missing.persist()
                 cached.append(missing)
                 quarantined.append(missing)
+        poisoned = _poisoned(spark, plan, cached)
+        if poisoned is not None:
+            quarantined.append(poisoned)
         q_result = write_quarantine(spark, plan, quarantined, dates) if quarantined else None
         sink = _write_sink(spark, plan, dates)
+        fault_points.reached("batch_sink")
         if missing is not None and dates is not None:
             missing = missing.where(F.expr(string_range("dt", dates)))
         uses = snapshot.record(spark, plan, sink, mode="batch", run_id=uuid.uuid4().hex,
@@ -161,11 +165,28 @@ def _event_bounds(dates: DateRange, margin_us: int) -> tuple[Column, Column]:
 # --- outputs --------------------------------------------------------------------------------------
 
 
+def _poisoned(spark: SparkSession, plan: BatchPlan, cached: list[DataFrame]) -> DataFrame | None:
+    """The model's output rows whose partition values cannot be directories, as quarantine
+    rows (`sink_partitions`); None when there are none (or nothing to check)."""
+    if plan.sink.write == "view":
+        return None
+    with model_errors(plan):
+        checked = sink_partitions.check(plan.sink, spark.sql(plan.sql))
+    if checked is None:
+        return None
+    bad = sink_partitions.quarantine_rows(plan, checked, origin="backfill").persist()
+    cached.append(bad)
+    return bad if bad.take(1) else None
+
+
 def _write_sink(spark: SparkSession, plan: BatchPlan, dates: DateRange | None) -> WriteResult:
     with model_errors(plan):  # Spark's analysis error at the model's line (a view: checked first)
         rows = spark.sql(plan.sql)
     if plan.sink.write == "view":
         return write(spark, plan.sink, sql=plan.sql)
+    checked = sink_partitions.check(plan.sink, rows)
+    if checked is not None:  # its bad rows went to the quarantine (`_poisoned`)
+        rows = sink_partitions.clean(checked)
     where = None
     if dates is not None:
         where = range_predicate(rows, plan.sink.partition_by[0], dates, model=plan.model)

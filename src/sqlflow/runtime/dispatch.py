@@ -15,6 +15,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator, Sequence
 from datetime import date
+from pathlib import Path
 from typing import Any, TypeGuard
 
 from pyspark.sql import SparkSession
@@ -22,10 +23,11 @@ from pyspark.sql.streaming import StreamingQuery
 
 from sqlflow.engine.context import Context
 from sqlflow.planning.plan import BatchPlan, Plan, RoutedPlan, StreamPlan
-from sqlflow.runtime import batch, ownership
+from sqlflow.project.runmode import STATE_DIR
+from sqlflow.runtime import batch, input_rewrites, ownership, run_lock
 from sqlflow.runtime import repair as repairs
 from sqlflow.runtime.incremental import stream as incremental
-from sqlflow.runtime.query import AVAILABLE_NOW
+from sqlflow.runtime.query import AVAILABLE_NOW, checkpoint_dir, is_new, rebuild_command
 from sqlflow.runtime.results import DateRange, RunResult, StreamResult
 from sqlflow.runtime.routed import routing
 from sqlflow.runtime.stateful import stream as stateful
@@ -40,11 +42,32 @@ def is_stream(plan: Plan) -> TypeGuard[StreamingPlan]:
 
 def run_batch(ctx: Context, plan: BatchPlan | RoutedPlan, *, start: date | None = None,
               end: date | None = None) -> Iterator[RunResult]:
-    """Backfill one plan: one `RunResult` for a model, one per target for a routed group."""
+    """Backfill one plan: one `RunResult` for a model, one per target for a routed group.
+    A model with a stream checkpoint is refused while a stream run of it runs (`run_lock`)."""
+    checkpoint = _stream_checkpoint(ctx, plan)
+    if checkpoint is not None:
+        run_lock.take(checkpoint, what=_what(plan), path=plan.path, action="backfill")
+    try:
+        if isinstance(plan, RoutedPlan):
+            yield from routing.run_routed_batch(ctx, plan, start=start, end=end)
+        else:
+            yield batch.run_batch(ctx, plan, start=start, end=end)
+    finally:
+        if checkpoint is not None:
+            run_lock.release(checkpoint)
+
+
+def _stream_checkpoint(ctx: Context, plan: BatchPlan | RoutedPlan) -> Path | None:
+    """The checkpoint folder of the plan's model when it was ever run as a stream."""
     if isinstance(plan, RoutedPlan):
-        yield from routing.run_routed_batch(ctx, plan, start=start, end=end)
+        folder = checkpoint_dir(ctx.project_dir, plan)
     else:
-        yield batch.run_batch(ctx, plan, start=start, end=end)
+        folder = Path(ctx.project_dir) / (plan.sink.checkpoint or f"{STATE_DIR}/checkpoints/{plan.model}")
+    return folder if folder.is_dir() else None
+
+
+def _what(plan: Plan) -> str:
+    return f"routed group `{plan.model}`" if isinstance(plan, RoutedPlan) else f"model `{plan.model}`"
 
 
 def run_models(ctx: Context, plans: Sequence[BatchPlan | RoutedPlan], *, start: date | None = None,
@@ -75,13 +98,24 @@ def start_stream(ctx: Context, plan: StreamingPlan, *, trigger: str = AVAILABLE_
                  on_batch: Callable[[Any], None] | None = None,
                  after_sink: Callable[[int], None] | None = None,
                  after_state: Callable[[int], None] | None = None) -> tuple[StreamingQuery, Any]:
-    """Start the plan's one query; returns `(query, batch function)`."""
-    if isinstance(plan, RoutedPlan):
-        return routing.start(ctx, plan, trigger=trigger, on_batch=on_batch)
-    if plan.strategy == "stateful":
-        return stateful.start(ctx, plan, trigger=trigger, on_batch=on_batch, after_sink=after_sink)
-    return incremental.start(ctx, plan, trigger=trigger, on_batch=on_batch, after_sink=after_sink,
-                             after_state=after_state)
+    """Start the plan's one query; returns `(query, batch function)`. The model's run lock
+    (`run_lock`) is held while the query runs."""
+    checkpoint = checkpoint_dir(ctx.project_dir, plan)
+    run_lock.take(checkpoint, what=_what(plan), path=plan.path)
+    try:
+        _check_inputs(ctx, plan, checkpoint)
+        if isinstance(plan, RoutedPlan):
+            started = routing.start(ctx, plan, trigger=trigger, on_batch=on_batch)
+        elif plan.strategy == "stateful":
+            started = stateful.start(ctx, plan, trigger=trigger, on_batch=on_batch, after_sink=after_sink)
+        else:
+            started = incremental.start(ctx, plan, trigger=trigger, on_batch=on_batch,
+                                        after_sink=after_sink, after_state=after_state)
+    except BaseException:
+        run_lock.release(checkpoint)
+        raise
+    run_lock.attach(checkpoint, started[0])
+    return started
 
 
 def run_stream(ctx: Context, plan: StreamingPlan, *, trigger: str = AVAILABLE_NOW,
@@ -91,7 +125,28 @@ def run_stream(ctx: Context, plan: StreamingPlan, *, trigger: str = AVAILABLE_NO
                end_of_input: bool = True) -> StreamResult:
     """Run the plan's query until it stops (available-now: when every input row is
     processed; an interval: until interrupted). `end_of_input` (routed groups): no more input
-    follows this run, so it commits its last open hours."""
+    follows this run, so it commits its last open hours. Refused while another run of the
+    model runs (`run_lock`)."""
+    checkpoint = checkpoint_dir(ctx.project_dir, plan)
+    run_lock.take(checkpoint, what=_what(plan), path=plan.path)
+    try:
+        _check_inputs(ctx, plan, checkpoint)
+        return _run_stream(ctx, plan, trigger=trigger, on_batch=on_batch, after_sink=after_sink,
+                           after_state=after_state, end_of_input=end_of_input)
+    finally:
+        run_lock.release(checkpoint)
+
+
+def _check_inputs(ctx: Context, plan: StreamingPlan, checkpoint: Path) -> None:
+    """An existing checkpoint's inputs were not rewritten since (`input_rewrites`)."""
+    if not is_new(checkpoint):
+        input_rewrites.check(ctx.spark, checkpoint, [b.relation for b in plan.sources],
+                             what=_what(plan), path=plan.path, rebuild=rebuild_command(plan))
+
+
+def _run_stream(ctx: Context, plan: StreamingPlan, *, trigger: str,
+                on_batch: Callable[[Any], None] | None, after_sink: Callable[[int], None] | None,
+                after_state: Callable[[int], None] | None, end_of_input: bool) -> StreamResult:
     if isinstance(plan, RoutedPlan):
         began = time.monotonic()
         reports = routing.run_routed_stream(ctx, plan, trigger=trigger, on_batch=on_batch,

@@ -88,3 +88,51 @@ def end_of(checkpoint: Path, batch_id: int, k: int) -> Delivered | None:
     """What source `k` had delivered after micro-batch `batch_id` (see `delivered`)."""
     lines = read(checkpoint, batch_id)
     return delivered(lines[k]) if k < len(lines) else None
+
+
+def damaged(checkpoint: Path) -> tuple[Path, str] | None:
+    """The first file Spark reads to resume the query (the newest two `offsets/` files, the
+    newest `commits/` file) that is not whole, with what is wrong; None when they are all
+    whole. Spark writes `v<n>`, then one JSON line per entry (an offsets file: the batch's
+    metadata, then one per source, `-` for a source without one); a file cut short by a crash
+    or a copy, or edited, lacks a line or ends inside one (the newest offsets file has as many
+    lines as the one before it: the same sources).
+
+    >>> import tempfile
+    >>> root = Path(tempfile.mkdtemp())
+    >>> (root / "offsets").mkdir()
+    >>> _ = (root / "offsets" / "0").write_text('v1\\n{"batchWatermarkMs":0}\\n{"reservoirVersion":1}')
+    >>> damaged(root) is None
+    True
+    >>> _ = (root / "offsets" / "1").write_text('v1\\n{"batchWatermarkMs":0}\\n{"reservoirVer')
+    >>> damaged(root)[1]
+    'line 3 is not whole JSON'
+    >>> _ = (root / "offsets" / "1").write_text('v1\\n{"batchWatermarkMs":0}')
+    >>> damaged(root)[1]
+    'it has 2 lines, the one before it 3'
+    """
+    files = []
+    for folder, keep in (("offsets", 2), ("commits", 1)):
+        where = checkpoint / folder
+        ids = sorted((int(n) for n in os.listdir(where) if n.isdigit()), reverse=True) if where.is_dir() else []
+        files += [where / str(i) for i in ids[:keep]]
+    sizes: dict[str, int] = {}
+    for path in reversed(files):  # the older offsets file first: the newer has as many lines
+        try:
+            lines = path.read_text().splitlines()
+        except (OSError, UnicodeDecodeError) as exc:
+            return path, f"it cannot be read ({exc})"
+        if len(lines) < sizes.get(path.parent.name, 0):
+            return path, f"it has {len(lines)} lines, the one before it {sizes[path.parent.name]}"
+        sizes[path.parent.name] = len(lines)
+        if not lines or not lines[0].startswith("v") or not lines[0][1:].isdigit():
+            return path, "it does not start with Spark's version line `v1`"
+        if len(lines) < 2:
+            return path, "it ends after the version line"
+        for n, line in enumerate(lines[1:], start=2):
+            try:
+                if line != "-":
+                    json.loads(line)
+            except ValueError:
+                return path, f"line {n} is not whole JSON"
+    return None

@@ -12,7 +12,7 @@ micro-batch split of a stream put exactly the same rows in quarantine:
 | `future`          | `event_time > ingest_time + future_tolerance` (microseconds, exact)   |
 | `dim_missing`     | an inner dimension join found no ready partition in range (docs/design.md §2.3; written by `sqlflow.runtime.snapshot`, `input` = the dimension) |
 | `null_partition`  | a routed target's row has NULL where a partition level needs a value (its commit date or hour; `sqlflow.runtime.routed.partition_quarantine`, `model` = the target) |
-| `bad_partition`   | a routed target's row has a partition value no directory can hold: a NUL character, a `column=value` name over 255 bytes once escaped, or the literal `__HIVE_DEFAULT_PARTITION__` (read back as NULL) |
+| `bad_partition`   | a routed target's row, or a model's output row (`sqlflow.runtime.sink_partitions`, `input` = the model's table), has a partition value no directory can hold: a NUL character, a `column=value` name over 255 bytes once escaped, or the literal `__HIVE_DEFAULT_PARTITION__` (read back as NULL) |
 | `oversized`, `bad_json`, `wrong_type` | a Kafka source's record whose payload did not parse (its archive's `_kafka_error`, `sqlflow.runtime.kafka.payload`); first of all |
 
 A row with a NULL ingest time is neither late nor future: nothing says when it arrived.

@@ -115,7 +115,18 @@ def reconcile(spark: SparkSession, checkpoint: Path, tables: Iterable[str], apps
               what: str, path: str, rebuild: str) -> list[Held]:
     """Compare the checkpoint with what the tables hold (module doc) before the query starts:
     refuse a checkpoint older than a table, and give the journal a record of every append the
-    restart will replay. Returns those appends."""
+    restart will replay. Returns those appends. A damaged checkpoint file Spark would read to
+    resume is refused first, naming the file."""
+    broken = offsets.damaged(checkpoint)
+    if broken is not None:
+        file, problem = broken
+        raise SqlflowError(
+            f"{what}: the checkpoint file `{file}` is damaged: {problem} (cut short by a crash "
+            "or a copy, or edited); the query cannot resume from it",
+            location=Location(path),
+            hint=f"restore the checkpoint folder `{checkpoint}` from a whole copy, or rebuild the "
+                 f"model from its input with `{rebuild}`; do not delete the file: a micro-batch "
+                 "planned again with other rows would be skipped as already written")
     planned, done = offsets.next_batch(checkpoint) - 1, committed_batch(checkpoint)
     found = held(spark, tables, apps, done)
     ahead = [h for h in found if h.step > planned]

@@ -53,7 +53,7 @@ from pyspark.sql.types import StructType, TimestampType
 from sqlflow.errors import Location
 from sqlflow.identifiers import quote as quote_ident
 from sqlflow.planning.plan import COMMIT_LOG, PruneRange, Sink, SourceBinding, StreamPlan
-from sqlflow.runtime import offsets, snapshot
+from sqlflow.runtime import fault_points, offsets, sink_partitions, snapshot
 from sqlflow.runtime import quarantine as Q
 from sqlflow.runtime.analysis_errors import model_errors
 from sqlflow.runtime.batchfn import BatchFunction, Phases
@@ -140,6 +140,7 @@ class MicroBatch(BatchFunction):
         self.last_rows = {b.relation: began for b in sides}  # when each input last brought rows
 
     def _run(self, df: DataFrame, batch_id: int) -> None:
+        fault_points.reached("spark_commit", batch_id - 1)  # Spark committed the batch before
         with self.lock:  # the idle check pads from another thread
             self._batch(df, batch_id)
 
@@ -186,11 +187,17 @@ class MicroBatch(BatchFunction):
                 with phase("padding"):
                     rows, now, pads, dirty = self._outer(spark, rows, batch_id, clean, counts,
                                                          stats.max_ingest)
+            checked = sink_partitions.check(plan.sink, rows)
+            if checked is not None:  # docs/semantics.md, "Partition values"
+                with phase("quarantine"):
+                    quarantined += self._poisoned(spark, checked, app, batch_id)
+                rows = sink_partitions.clean(checked)
             with phase("sink"):
                 written = write(spark, plan.sink, rows, batch=self._id(app, batch_id),
                                 known=self._sink_info)
                 if self._sink_info is None:
                     self._sink_info = deltalog.describe(spark, plan.sink.table)
+            fault_points.reached("sink", batch_id)
             if self.after_sink:
                 self.after_sink(batch_id)
             with phase("state"):
@@ -204,12 +211,14 @@ class MicroBatch(BatchFunction):
                 self.ledger.record(batch_id, after)
                 if now is not None:
                     padding.record(spark, self.progress, batch_id, 0, "batch", now, plan.model)
+            fault_points.reached("state", batch_id)
             if self.after_state:
                 self.after_state(batch_id)
             with phase("commit log"):
                 out = self._log(spark, written, self._id(app, batch_id), dirty, dims=dims,
                                 inputs=self._offsets(batch_id), quarantined=quarantined,
                                 late=reasons.get("late", 0))
+            fault_points.reached("commit_log", batch_id)
         finally:
             for frame in sides:
                 frame.unpersist()
@@ -222,6 +231,19 @@ class MicroBatch(BatchFunction):
             reasons=tuple(sorted((k, n) for k, n in reasons.items() if n)),
             newest_ingest_us=max((v for v in stats.max_ingest.values() if v is not None), default=None))
         self._report(report)
+
+    def _poisoned(self, spark: SparkSession, checked: DataFrame, app: str, batch_id: int) -> int:
+        """Append the rows of `checked` whose partition values cannot be directories to the
+        quarantine (`sink_partitions`), exactly once; how many."""
+        bad = sink_partitions.quarantine_rows(self.plan, checked, origin=f"batch {batch_id}").persist()
+        try:
+            n = bad.count()
+            if n:
+                write(spark, quarantine_sink(self.plan, "append_once", Q.PARTITION_BY), bad,
+                      batch=self._id(f"{app}__quarantine::partition", batch_id))
+            return n
+        finally:
+            bad.unpersist()
 
     def _new_rows(self, spark: SparkSession, df: DataFrame, batch_id: int, k: int) -> DataFrame:
         """Input `k`'s rows of this batch: read from its table when they are a whole version of

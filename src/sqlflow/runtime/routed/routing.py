@@ -47,7 +47,7 @@ from sqlflow.errors import Location, SqlflowError
 from sqlflow.identifiers import quote_table as quote
 from sqlflow.planning.plan import COMMIT_LOG, RoutedPlan, RouteTarget, Sink
 from sqlflow.rendering.sourcemap import SourceMap
-from sqlflow.runtime import offsets
+from sqlflow.runtime import fault_points, offsets
 from sqlflow.runtime import quarantine as Q
 from sqlflow.runtime.analysis_errors import model_errors
 from sqlflow.runtime.batchfn import BatchFunction, query_failed
@@ -260,6 +260,7 @@ class RouteBatch(BatchFunction):
         return BatchId(app, batch_id, journal)
 
     def _run(self, df: DataFrame, batch_id: int) -> None:
+        fault_points.reached("spark_commit", batch_id - 1)  # Spark committed the batch before
         began = time.monotonic()
         spark, plan, b = df.sparkSession, self.plan, self.plan.sources[0]
         if self._targets is None:
@@ -294,6 +295,7 @@ class RouteBatch(BatchFunction):
                 reached += [(t, h) for h in sorted(_hours(plan, t, counts))]
                 hours |= _hours(plan, t, counts)
                 writes.append(tw)
+                fault_points.reached("sink", batch_id)
                 if self.between_targets:
                     self.between_targets(k, batch_id)
             _record_progress(spark, plan, self._id(f"{app}::progress", batch_id), frontier, hours)
@@ -310,6 +312,7 @@ class RouteBatch(BatchFunction):
             fired = PC.commit(spark, plan, todo, mode="stream", run_id=app,
                               batch=self._id(app, batch_id), inputs={"watermark_us": watermark})
             self._state = (watermark, seen, done | set(todo))
+            fault_points.reached("commit_log", batch_id)
         finally:
             if view is not None:
                 view.unpersist()
