@@ -38,6 +38,11 @@ FROM {{ source('ods', 'clicks') }} AS c""",
                     "max_restarts=2, restart_backoff='200 ms') }}\n" + """
 SELECT i.req_id, CAST(i.req_id AS INT) AS req_n, to_date(i.imp_ts) AS dt
 FROM {{ source('ods', 'imps') }} AS i""",
+    # downstream of `filtered`, in the same service: its input table does not exist until
+    # filtered's first micro-batch, so it waits (no restart spent), then runs
+    "onward.sql": HEAD + """
+SELECT f.req_id, f.ad_id * 10 AS ad_x, f.imp_ts, f.dt
+FROM {{ ref('filtered') }} AS f""",
 }
 SQLFLOW = str(Path(sys.executable).with_name("sqlflow"))
 
@@ -94,7 +99,8 @@ def test_one_failing_model_is_restarted_alone_and_marked_failed(spark, setup, an
     root = s.stream.project_dir
     append(spark, f"{s.ods}.imps", imps(0, 6) + [imp("poison", 1, at(1, 9, 30))], IMP_SCHEMA)
     append(spark, f"{s.ods}.clicks", clicks(0, 4), CLICK_SCHEMA)
-    plans = [s.stream_plans[m] for m in ("filtered", "clicked", "poisoned")]
+    plans = [s.stream_plans[m] for m in ("filtered", "clicked", "poisoned", "onward")]
+    assert not spark.catalog.tableExists(s.stream_plans["filtered"].sink.table)
     events, stop, metrics = [], threading.Event(), Metrics()
     port = _free_port()
     metrics.serve(port)
@@ -179,7 +185,7 @@ def test_one_failing_model_is_restarted_alone_and_marked_failed(spark, setup, an
         worker.join(60)
     assert not worker.is_alive()
     assert {r.model: r.state for r in service.rows()} == \
-        {"filtered": "stopped", "clicked": "stopped", "poisoned": "failed"}
+        {"filtered": "stopped", "clicked": "stopped", "poisoned": "failed", "onward": "stopped"}
     assert spark.conf.getAll.get(STOP_TIMEOUT) == conf_before  # the shared session as it was
     for m in ("filtered", "clicked"):
         sink, quarantine = s.truth(m)

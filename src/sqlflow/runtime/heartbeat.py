@@ -17,7 +17,7 @@ from typing import Any
 from sqlflow.project.runmode import STATE_DIR
 
 FOLDER = f"{STATE_DIR}/service"
-STATES = ("starting", "running", "paused", "restarting", "failed", "stopped")
+STATES = ("starting", "waiting", "running", "paused", "restarting", "failed", "stopped")
 
 
 def service_dir(project_dir: Path | str) -> Path:

@@ -40,7 +40,8 @@ STOP_TIMEOUT = "spark.sql.streaming.stopTimeout"
 @dataclass(frozen=True)
 class RegionEvent:
     """A model's region changed state: `restarting` (in `delay` seconds, after `error`),
-    `failed`, `paused`, `running` (started or resumed), `stopped`."""
+    `failed`, `paused`, `running` (started or resumed), `waiting` (`error` says for which
+    upstream tables), `stopped`."""
 
     model: str
     state: str
@@ -52,6 +53,8 @@ class RegionEvent:
             return f"{self.model}: query failed, restarting in {self.delay:.1f}s: {self.error}"
         if self.state == "failed":
             return f"{self.model}: FAILED, no more restarts: {self.error}"
+        if self.state == "waiting":
+            return f"{self.model}: waiting {self.error}"
         return f"{self.model}: {self.state}"
 
 
@@ -113,7 +116,7 @@ class Service:
 
             commitlog.ensure(self.ctx.spark)
             for region in self.regions:
-                self._start(region)
+                self._start_when_ready(region)
             while not self.stop.is_set():
                 self._poll()
                 if all(r.health.state in ("failed", "stopped") for r in self.regions):
@@ -146,11 +149,29 @@ class Service:
                     self._idle_check(r)
             elif state == "restarting" and now >= r.restart_at and not paused:
                 self._start(r)
+            elif state == "waiting" and not paused:
+                self._start_when_ready(r)
             elif state == "paused" and not paused:
                 self._start(r)
         self._beat(running=True)
 
     # --- one region ------------------------------------------------------------------------
+
+    def _start_when_ready(self, r: Region) -> None:
+        """Start `r`, or leave it `waiting` (no restart spent) while a table it reads that
+        another region of this service writes does not exist yet: on a fresh project or after
+        `--full-refresh`, a model's query would otherwise fail until its upstream query has
+        written its first micro-batch, and spend its restarts on that."""
+        missing = [t for t in self._upstream(r) if not self.ctx.spark.catalog.tableExists(t)]
+        if not missing:
+            self._start(r)
+        elif r.health.state != "waiting":
+            self._set(r, "waiting", error=f"until {', '.join(missing)} exist")
+
+    def _upstream(self, r: Region) -> list[str]:
+        """The tables `r` reads that other regions of this service write."""
+        written = {t.lower() for o in self.regions if o is not r for t, _ in o.plan.outputs}
+        return sorted({b.relation.lower() for b in r.plan.sources} & written)
 
     def _start(self, r: Region) -> None:
         trigger = self.trigger or r.plan.trigger
@@ -249,7 +270,7 @@ class Service:
             with ThreadPoolExecutor(len(live)) as pool:
                 list(pool.map(self._halt, live))
         for r in self.regions:
-            if r.health.state in ("running", "starting", "paused", "restarting"):
+            if r.health.state in ("running", "starting", "paused", "restarting", "waiting"):
                 r.health.state = "stopped"
         self._beat(running=False)
 
