@@ -66,7 +66,7 @@ def test_created_tables_record_their_owner_and_a_rerun_may_replace_them(spark, d
     assert _rows(spark, f"{DW}.m") == [(1, "a"), (2, "b")]
 
 
-@pytest.mark.parametrize("owner", ["someone_else"])
+@pytest.mark.parametrize("owner", [None, "someone_else"])
 def test_a_table_the_model_does_not_own_is_refused_untouched(spark, dbs, tmp_path, owner):
     spark.createDataFrame([(7, "kept")], "k int, v string").write.format("delta") \
         .saveAsTable(f"{DW}.m")
@@ -82,15 +82,20 @@ def test_a_table_the_model_does_not_own_is_refused_untouched(spark, dbs, tmp_pat
     assert _rows(spark, f"{DW}.m") == [(7, "kept")]
 
 
-def test_a_table_without_owner_at_a_dbt_models_relation_is_adopted(spark, dbs, tmp_path):
-    """`dbt run` built it (dbt-spark records no owner): the `table` model takes it over, as dbt
-    would replace it, in the format dbt-spark gives it (docs/semantics.md, "File formats")."""
+def test_a_table_without_owner_at_a_dbt_models_relation_is_adopted_on_the_operators_word(
+        spark, dbs, tmp_path):
+    """`dbt run` built it (dbt-spark records no owner): with the operator's
+    `--adopt-dbt-tables` (never a config) the `table` model takes it over, as dbt would
+    replace it, in the format dbt-spark gives it (docs/semantics.md, "Table ownership")."""
     spark.createDataFrame([(7, "dbt's")], "k int, v string").write.format("delta") \
         .saveAsTable(f"{DW}.m")
     root = make_project(tmp_path, models={
         "m.sql": "{{ config(materialized='table') }}\nselect k, v from {{ source('ods', 'src') }}"},
         yml={"sources.yml": SOURCES}, profiles_yml=PROFILES)
-    res = _run(root)
+    refused = _run(root)
+    assert refused.exit_code != 0 and "--adopt-dbt-tables" in refused.output, refused.output
+    assert _rows(spark, f"{DW}.m") == [(7, "dbt's")]
+    res = _run(root, "--adopt-dbt-tables")
     assert res.exit_code == 0, res.output
     assert _rows(spark, f"{DW}.m") == [(1, "a"), (2, "b")]
     props = _props(spark, f"{DW}.m")

@@ -56,7 +56,9 @@ def check(spark: SparkSession, table: str, owner: str, role: str, *, action: str
     if found is None:
         whose = ("it was not created by sqlflow (no `sqlflow.model` table property): a source, "
                  "or another tool's table")
-        hint = (f"point the config at a table of its own; if sqlflow created `{table}` before "
+        adopt = (f"if `dbt run` built `{table}` for this model, run once with "
+                 "`--adopt-dbt-tables`; " if role == "sink" else "")
+        hint = (f"point the config at a table of its own; {adopt}if sqlflow created it before "
                 "ownership was recorded, claim it once with `ALTER TABLE "
                 f"{table} SET TBLPROPERTIES ('{MODEL}' = '{owner}', '{ROLE}' = '{role}')`")
     else:

@@ -38,9 +38,10 @@ class BuildReport:
 
 
 def seed_project(ctx: Context, out: Console, err: Console, *, select: Sequence[str] | None = None,
+                 exclude: Sequence[str] | None = None,
                  vars: dict[str, Any] | None = None) -> BuildReport:
     """`sqlflow seed`: load every selected seed."""
-    compiled = _compile(ctx, err, select, vars)
+    compiled = _compile(ctx, err, select, vars, exclude)
     report = BuildReport()
     project = load_project(ctx.project_dir)
     for name, relation in sorted(compiled.seeds.items()):
@@ -53,10 +54,12 @@ def seed_project(ctx: Context, out: Console, err: Console, *, select: Sequence[s
 
 def build_project(ctx: Context, out: Console, err: Console, *,
                   select: Sequence[str] | None = None,
+                  exclude: Sequence[str] | None = None, adopt_dbt_tables: bool = False,
                   vars: dict[str, Any] | None = None) -> BuildReport:
     """`sqlflow build`: seeds, models and tests of the selection in DAG order."""
-    compiled = _compile(ctx, err, select, vars)
-    plans = plans_for_run(ctx, "batch", err, select=select, vars=vars)
+    compiled = _compile(ctx, err, select, vars, exclude)
+    plans = plans_for_run(ctx, "batch", err, select=select, vars=vars, exclude=exclude,
+                          adopt_dbt_tables=adopt_dbt_tables)
     project = load_project(ctx.project_dir)
     dag = compiled.dag
     assert dag is not None
@@ -134,10 +137,10 @@ def _models(plan: BatchPlan | RoutedPlan | Any) -> tuple[str, ...]:
 
 
 def _compile(ctx: Context, err: Console, select: Sequence[str] | None,
-             vars: dict[str, Any] | None) -> CompileResult:
+             vars: dict[str, Any] | None, exclude: Sequence[str] | None = None) -> CompileResult:
     from sqlflow.compiler import compile_project
 
     result = compile_project(ctx.project_dir, mode="batch", select=list(select or []) or None,
-                             target=ctx.target, vars=vars)
+                             target=ctx.target, vars=vars, exclude=list(exclude or []) or None)
     result.raise_if_errors()
     return result

@@ -6,6 +6,7 @@ through callbacks; `sqlflow.report.summary` renders them.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from datetime import date
 from typing import Any, cast
@@ -38,16 +39,30 @@ from sqlflow.secrets import is_secret
 
 def plans_for_run(ctx: Context, mode: Mode, err: Console, *, select: Sequence[str] | None = None,
                   vars: dict[str, Any] | None = None,
-                  exclude: Sequence[str] | None = None) -> list[Plan]:
+                  exclude: Sequence[str] | None = None,
+                  adopt_dbt_tables: bool = False) -> list[Plan]:
     """Compile for `mode`, print warnings, raise on errors, write the artifacts (the SQL an
-    error message points at) and return the plans to run, inputs first."""
+    error message points at) and return the plans to run, inputs first.
+
+    `adopt_dbt_tables` (the operator's `--adopt-dbt-tables`, never a config): a `table`,
+    `incremental` or `view` model may take over a table with no sqlflow owner at its own
+    relation, as `dbt run` left it; without it such a table is refused like any table
+    sqlflow did not create (docs/semantics.md, "Table ownership")."""
     result = compile_project(ctx.project_dir, mode=mode, select=list(select or []) or None,
                              target=ctx.target, vars=vars, exclude=list(exclude or []) or None)
     for diag in result.warnings:
         err.print(f"[yellow]{escape(diag.format())}[/yellow]", soft_wrap=True)
     result.raise_if_errors()
     write_artifacts(result, ctx.project_dir)
-    return [p for p in result.plans.values() if p.materialized != "ephemeral"]
+    plans = [p for p in result.plans.values() if p.materialized != "ephemeral"]
+    return plans if adopt_dbt_tables else [_no_adoption(p) for p in plans]
+
+
+def _no_adoption(plan: Plan) -> Plan:
+    sink = getattr(plan, "sink", None)
+    if sink is None or not sink.adopt_unowned:
+        return plan
+    return dataclasses.replace(plan, sink=dataclasses.replace(sink, adopt_unowned=False))  # type: ignore[type-var]
 
 
 def run_batch_plans(ctx: Context, plans: Sequence[Plan], out: Console, *,

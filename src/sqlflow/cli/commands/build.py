@@ -6,20 +6,25 @@ import sys
 
 import click
 
-from sqlflow.cli.support import console, context, err_console, error_handler, parse_vars
+from sqlflow.cli.support import console, context, err_console, error_handler, exclude_option, parse_vars
 
 
 @click.command("build")
 @click.option("--select", "-s", "select", multiple=True,
               help="Nodes to build (dbt selectors); default: everything.")
+@exclude_option
 @click.option("--vars", "vars_text", default=None, help="YAML mapping of vars, overriding dbt_project.yml.")
+@click.option("--adopt-dbt-tables", is_flag=True,
+              help="Let a table, incremental or view model take over the table at its own name "
+                   "that `dbt run` built without a sqlflow owner (recorded from then on).")
 @error_handler
-def command(select: tuple[str, ...], vars_text: str | None) -> None:
+def command(select: tuple[str, ...], exclude: tuple[str, ...], vars_text: str | None,
+            adopt_dbt_tables: bool) -> None:
     """Load seeds, run models (batch) and run data tests in DAG order; a failing test or
     node skips everything downstream of it, and the exit code is 1."""
     from sqlflow.workflows.build import build_project
 
-    report = build_project(context(), console, err_console, select=select,
-                           vars=parse_vars(vars_text))
+    report = build_project(context(), console, err_console, select=select, exclude=exclude,
+                           vars=parse_vars(vars_text), adopt_dbt_tables=adopt_dbt_tables)
     if report.failed:
         sys.exit(1)

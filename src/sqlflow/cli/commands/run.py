@@ -43,11 +43,14 @@ from sqlflow.project.runmode import Mode
                    "take to finish before it is abandoned (its replay writes nothing twice).")
 @click.option("--metrics-port", type=click.IntRange(1, 65535), default=None,
               help="Stream service: serve Prometheus metrics on 127.0.0.1:PORT/metrics.")
+@click.option("--adopt-dbt-tables", is_flag=True,
+              help="Let a table, incremental or view model take over the table at its own name "
+                   "that `dbt run` built without a sqlflow owner (recorded from then on).")
 @error_handler
 def run_cmd(mode: Mode, trigger: str | None, start, end, select: tuple[str, ...],
             exclude: tuple[str, ...],
             vars_text: str | None, full_refresh: bool, stop_timeout: str,
-            metrics_port: int | None) -> None:
+            metrics_port: int | None, adopt_dbt_tables: bool) -> None:
     """Run models in dependency order and print what each wrote and quarantined.
 
     Batch: without --start/--end every partition the model computes is replaced; with them,
@@ -74,7 +77,7 @@ def run_cmd(mode: Mode, trigger: str | None, start, end, select: tuple[str, ...]
                            hint="a batch run already replaces every partition it computes")
     refuse_over_connect(ctx.target, mode)
     plans = plans_for_run(ctx, mode, err_console, select=select, vars=parse_vars(vars_text),
-                          exclude=exclude)
+                          exclude=exclude, adopt_dbt_tables=adopt_dbt_tables)
     if any(isinstance(p, RoutedPlan) for p in plans):
         refuse_over_connect(ctx.target, "routed")
     if mode == "stream":
