@@ -44,8 +44,8 @@ def check(spark: SparkSession, table: str, owner: str, role: str, *, action: str
           origin: str = "", info: TableInfo | None = None, adopt: bool = False) -> None:
     """Refuse to `action` (replace, overwrite, append to, drop) `table` unless it does not exist
     or `owner` owns it. `info`: the table's description when the caller has it. `adopt`: a
-    table with no owner is accepted (a dbt materialization's table, as `dbt run` built it:
-    docs/semantics.md, "File formats")."""
+    table with no owner is accepted (a dbt materialization's table, as `dbt run` built it,
+    on the operator's `--adopt-dbt-tables`: docs/semantics.md, "Table ownership")."""
     if info is None:
         if not spark.catalog.tableExists(table):
             return
@@ -56,9 +56,9 @@ def check(spark: SparkSession, table: str, owner: str, role: str, *, action: str
     if found is None:
         whose = ("it was not created by sqlflow (no `sqlflow.model` table property): a source, "
                  "or another tool's table")
-        adopt = (f"if `dbt run` built `{table}` for this model, run once with "
-                 "`--adopt-dbt-tables`; " if role == "sink" else "")
-        hint = (f"point the config at a table of its own; {adopt}if sqlflow created it before "
+        take_over = (f"if `dbt run` built `{table}` for this model, run once with "
+                     "`--adopt-dbt-tables`; " if role == "sink" else "")
+        hint = (f"point the config at a table of its own; {take_over}if sqlflow created it before "
                 "ownership was recorded, claim it once with `ALTER TABLE "
                 f"{table} SET TBLPROPERTIES ('{MODEL}' = '{owner}', '{ROLE}' = '{role}')`")
     else:

@@ -62,7 +62,7 @@ def _no_adoption(plan: Plan) -> Plan:
     sink = getattr(plan, "sink", None)
     if sink is None or not sink.adopt_unowned:
         return plan
-    return dataclasses.replace(plan, sink=dataclasses.replace(sink, adopt_unowned=False))  # type: ignore[type-var]
+    return dataclasses.replace(plan, sink=dataclasses.replace(sink, adopt_unowned=False))
 
 
 def run_batch_plans(ctx: Context, plans: Sequence[Plan], out: Console, *,
