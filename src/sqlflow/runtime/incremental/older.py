@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
 from sqlflow.errors import Location, SqlflowError
@@ -133,11 +134,16 @@ class Ledger:
 
 
 def table_at(spark: SparkSession, relation: str, version: int | None, schema: StructType) -> DataFrame:
-    """The input table's rows as of `version` with the columns of `schema` (None: no rows)."""
+    """The input table's rows as of `version` with the columns of `schema` (None: no rows).
+
+    A column added to the table since `version` is NULL in those rows, as the table reads
+    them today (and as the batch plan reads them): docs/semantics.md, "Faults"."""
     if version is None:
         return state.empty(spark, schema)
     rows = spark.read.format("delta").option("versionAsOf", version).table(relation)
-    return rows.select(*[rows[quote_ident(f.name)] for f in schema.fields])
+    had = {c.lower() for c in rows.columns}
+    return rows.select(*[rows[quote_ident(f.name)] if f.name.lower() in had
+                         else F.lit(None).cast(f.dataType).alias(f.name) for f in schema.fields])
 
 
 def new_rows(checkpoint: Path | None, batch_id: int, k: int) -> tuple[bool, int | None]:
