@@ -90,8 +90,15 @@ def first_two_batches(spark, s, model):
     append(spark, f"{s.ods}.clicks", clicks[3:], CLICK_SCHEMA)
 
 
+# The outer join with a lost journal is a known defect (issue 26, open): after the replay its
+# end-of-input flush pads a left row again that the batch plan joins to a later click. Strict:
+# this case fails the suite the day the defect is fixed, so the mark is removed with the fix.
+OUTER_JOURNAL_LOST = pytest.mark.xfail(strict=True, reason="outer join + lost journal pads a "
+                                       "row twice after the replay (issue 26, open)")
+
+
 @pytest.mark.parametrize("model,point", [("attributed", "sink"), ("attributed", "state"),
-                                         ("left_samples", "sink")])
+                                         pytest.param("left_samples", "sink", marks=OUTER_JOURNAL_LOST)])
 def test_a_crash_with_the_journal_lost_writes_nothing_twice(spark, setup, model, point):
     s, plan = setup, setup.stream_plans[model]
     first_two_batches(spark, s, model)
