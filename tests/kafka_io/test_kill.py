@@ -51,8 +51,11 @@ sqlflow:
 
 def _child(args: list[str]) -> subprocess.Popen:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(HERE)])}
+    # its own process group: the kill reaches its JVM too (a JVM left running would go on
+    # writing and hold the metastore the restart needs)
     return subprocess.Popen([sys.executable, str(HERE / "killrun.py"), *args], env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            start_new_session=True)
 
 
 def test_kill_9_midway_and_restart_equals_the_batch(kafka_broker, tmp_path) -> None:
@@ -78,7 +81,7 @@ def test_kill_9_midway_and_restart_equals_the_batch(kafka_broker, tmp_path) -> N
         time.sleep(0.2)
     time.sleep(rnd.uniform(0, 6))
     killed = first.poll() is None
-    first.send_signal(signal.SIGKILL)
+    os.killpg(first.pid, signal.SIGKILL)
     first.wait()
     second = _child([*args, "check"])
     out, _ = second.communicate(timeout=900)
