@@ -302,7 +302,8 @@ def main() -> int:
     parser.add_argument("--keep", action="store_true", help="keep the temp project folder")
     args = parser.parse_args()
     if args.source == "kafka":
-        print("bench/latency.py: Kafka sources land with issue 21; use --source delta for now")
+        print("bench/latency.py: Kafka sources are not wired into this bench yet (issue 23); "
+              "use --source delta")
         return 2
     folder = Path(tempfile.mkdtemp(prefix="sqlflow_latency_"))
     try:

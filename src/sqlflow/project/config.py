@@ -280,3 +280,26 @@ class SourceSemantics(BaseModel):
 
 def semantics_keys() -> list[str]:
     return sorted(SourceSemantics.model_fields)
+
+
+def tree_layer(level: dict[str, Any]) -> dict[str, Any]:
+    """The configs of one level of the `models:` tree (dbt: `+key`, or a non-dict value)."""
+    out: dict[str, Any] = {}
+    for key, value in level.items():
+        if isinstance(key, str) and key.startswith("+"):
+            out[key[1:].strip()] = value
+        elif not isinstance(value, dict):
+            out[key] = value
+    return out
+
+
+def project_layers(models_tree: dict[str, Any], fqn: tuple[str, ...]) -> list[dict[str, Any]]:
+    """Config layers for a model with `fqn`, least specific first (dbt's fqn_search)."""
+    layers = [tree_layer(models_tree)]
+    level: Any = models_tree
+    for part in fqn:
+        level = level.get(part) if isinstance(level, dict) else None
+        if not isinstance(level, dict):
+            break
+        layers.append(tree_layer(level))
+    return layers

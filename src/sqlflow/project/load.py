@@ -13,7 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from sqlflow.errors import Diagnostic, DiagnosticSink, Location, SqlflowError, did_you_mean
 from sqlflow.identifiers import RULE, problem
-from sqlflow.project.config import check_layer, merge_config, normalize_keys
+from sqlflow.project.config import check_layer, merge_config, normalize_keys, project_layers, tree_layer
 from sqlflow.project.left_to_dbt import dbt_only_notices
 from sqlflow.project.packages import (
     INTERNAL,
@@ -165,29 +165,6 @@ def _project_vars(pfile: ProjectFile) -> dict[str, Any]:
     if isinstance(scoped, dict):
         out.update(scoped)
     return out
-
-
-def tree_layer(level: dict[str, Any]) -> dict[str, Any]:
-    """The configs of one level of the `models:` tree (dbt: `+key`, or a non-dict value)."""
-    out: dict[str, Any] = {}
-    for key, value in level.items():
-        if isinstance(key, str) and key.startswith("+"):
-            out[key[1:].strip()] = value
-        elif not isinstance(value, dict):
-            out[key] = value
-    return out
-
-
-def project_layers(models_tree: dict[str, Any], fqn: tuple[str, ...]) -> list[dict[str, Any]]:
-    """Config layers for a model with `fqn`, least specific first (dbt's fqn_search)."""
-    layers = [tree_layer(models_tree)]
-    level: Any = models_tree
-    for part in fqn:
-        level = level.get(part) if isinstance(level, dict) else None
-        if not isinstance(level, dict):
-            break
-        layers.append(tree_layer(level))
-    return layers
 
 
 def _check_tree(tree: Any, lines: Any, sink: DiagnosticSink) -> None:

@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from sqlflow.errors import DiagnosticSink, Location
 from sqlflow.identifiers import RULE, problem
-from sqlflow.project.config import merge_config, normalize_keys
+from sqlflow.project.config import merge_config, normalize_keys, project_layers
 from sqlflow.project.sources import line_of, load_yaml
 
 
@@ -60,21 +60,6 @@ class SeedNode(BaseModel):
     sources: tuple[tuple[str, str], ...] = ()
 
 
-def _tree_layers(tree: dict[str, Any], fqn: tuple[str, ...]) -> list[dict[str, Any]]:
-    def layer(level: dict[str, Any]) -> dict[str, Any]:
-        return {k[1:].strip() if isinstance(k, str) and k.startswith("+") else k: v
-                for k, v in level.items()
-                if (isinstance(k, str) and k.startswith("+")) or not isinstance(v, dict)}
-    layers = [layer(tree)]
-    level: Any = tree
-    for part in fqn:
-        level = level.get(part) if isinstance(level, dict) else None
-        if not isinstance(level, dict):
-            break
-        layers.append(layer(level))
-    return layers
-
-
 def _yml_entries(root: Path, folders: list[str], sink: DiagnosticSink) -> dict[str, tuple[str, dict]]:
     out: dict[str, tuple[str, dict]] = {}
     for folder in folders:
@@ -111,7 +96,7 @@ def read_seeds(root: Path, project: str, seed_paths: list[str], tree: dict[str, 
                            Location(rel), "rename one of the files")
                 continue
             config: dict[str, Any] = {}
-            for layer in _tree_layers(tree or {}, fqn):
+            for layer in project_layers(tree or {}, fqn):
                 config = merge_config(config, layer)
             yml_path, entry = ymls.get(name, ("", {}))
             if isinstance(entry.get("config"), dict):
