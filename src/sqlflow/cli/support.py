@@ -45,6 +45,12 @@ def error_handler(fn):
                 err_console.print(f"[red]{escape(diag.format())}[/red]", soft_wrap=True)
             sys.exit(1)
         except Exception as exc:
+            from sqlflow.engine.connect_limits import nesting_error
+
+            known = nesting_error(exc)
+            if known is not None and not debug:
+                err_console.print(f"[red]{escape(known.diagnostics[0].format())}[/red]", soft_wrap=True)
+                sys.exit(1)
             raise mask_exception(exc)  # noqa: B904 (the same exception, re-raised masked)
 
     return wrapper

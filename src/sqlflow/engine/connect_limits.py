@@ -31,6 +31,9 @@ LIMITS = {
               "client's protobuf decoder accepts (`DecodeError: Error parsing message with type "
               "'spark.connect.Expression'`, pyspark 4.2); deselect the group (`--select` the other "
               "models)",
+    "nesting": "the model's query builds a Spark expression nested deeper than the Connect "
+               "client's protobuf decoder accepts (`DecodeError` parsing 'spark.connect.Expression', "
+               "pyspark 4.2; the quarantine split of an event source with many reasons does)",
     "generate": "the demo's ready markers are files written through the driver's Hadoop "
                 "FileSystem, which a Connect client does not have",
 }
@@ -59,3 +62,13 @@ def connect_error(target_name: str, what: str) -> SqlflowError:
     """The error for `what` (a key of LIMITS) over the Connect target `target_name`."""
     return SqlflowError(f"`{what}` cannot run over Spark Connect (target `{target_name}`): {LIMITS[what]}",
                         hint=ALTERNATIVE)
+
+
+def nesting_error(exc: BaseException) -> SqlflowError | None:
+    """The Connect client's protobuf `DecodeError` on a deeply nested expression, as the
+    limit it is (reason and alternative), instead of a traceback; None for anything else."""
+    kind = type(exc)
+    if kind.__name__ == "DecodeError" and kind.__module__.startswith("google.protobuf"):
+        return SqlflowError(f"a model cannot run over Spark Connect: {LIMITS['nesting']}",
+                            hint=ALTERNATIVE)
+    return None
