@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import make_project
+from helpers import DEFAULT_PROFILES_YML, make_project
 from sqlflow.compiler import compile_project, plan_json_text, plan_sql_text
 from sqlflow.errors import SqlflowError
 from sqlflow.planning.plan import RoutedPlan, StreamPlan
@@ -29,17 +29,8 @@ PROJECT = {"models": {"testproj": {"routed": {"+materialized": "streaming_table"
                                  "+partition_by": ["dt", "hour", "event_type", "product"],
                                  "+routing": {"group": "by_dept"}}}}}
 # the operator's notification hook of group by_dept (sqlflow.project.notify)
-PROFILES = """\
-sqlflow:
-  target: local
-  outputs:
-    local:
-      type: spark
-      method: session
-      host: NA
-      schema: dw
-      sqlflow_notify: {by_dept: {url: "http://127.0.0.1:9/x", command: ./on_ready.sh}}
-"""
+PROFILES = DEFAULT_PROFILES_YML + '''      sqlflow_notify: {by_dept: {url: "http://127.0.0.1:9/x", command: ./on_ready.sh}}
+'''
 
 
 def project(tmp_path, extra=None, project_yml=None, profiles_yml=PROFILES):
