@@ -6,6 +6,7 @@ project's own `.sqlflow/` state, so a test run and a demo run can share a checko
 
 from __future__ import annotations
 
+import fcntl
 from pathlib import Path
 
 import pytest
@@ -25,8 +26,15 @@ def spark_state(tmp_path_factory) -> Path:
     return tmp_path_factory.mktemp("spark_state")
 
 
+def _shared_folder(tmp_path_factory) -> Path:
+    """A folder every xdist worker of this run sees (the run's base temp folder's parent
+    under xdist, the base temp folder itself without it)."""
+    base = tmp_path_factory.getbasetemp()
+    return base.parent if base.name.startswith("popen-gw") else base
+
+
 @pytest.fixture(scope="session")
-def spark(spark_state):
+def spark(spark_state, tmp_path_factory):
     """The one SparkSession of the test run: local target of profiles.yml, state in tmp."""
     from sqlflow.engine.session import build_session
     from sqlflow.project.profiles import load_target
@@ -39,11 +47,41 @@ def spark(spark_state):
             f"jdbc:derby:;databaseName={spark_state / 'metastore_db'};create=true",
         "spark.driver.extraJavaOptions": f"-Dderby.system.home={spark_state}",
         "spark.sql.shuffle.partitions": "2",
-        "spark.driver.memory": "2g",
+        "spark.driver.memory": "3g",
     }
-    session = build_session(target, ROOT, overrides)
+    # Under pytest-xdist two workers start their sessions at once: the first resolves the
+    # Maven packages with Ivy (on a fresh machine it downloads them), the other waits for it
+    # and then starts from the jars it recorded (sqlflow.engine.jars), never two Ivy runs in
+    # one cache at a time.
+    with open(_shared_folder(tmp_path_factory) / "spark-start.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        session = build_session(target, ROOT, overrides)
     yield session
     session.stop()
+
+
+# Test folders whose files share a server started once per session (a Kafka broker, a
+# standalone cluster and a Connect server): under xdist each folder runs on one worker.
+_SHARED_SERVER_GROUPS = {"kafka_io": "kafka", "cluster": "cluster", "test_cluster_target.py": "cluster"}
+# the slowest groups, started first so no worker is left with one of them at the end
+_SLOW_FIRST = ("cluster", "kafka", "test_dbt_parity.py", "test_dbt_project_parity.py",
+               "runtime/test_routing.py", "test_demo_data.py")
+
+
+def _group(item) -> str:
+    """The xdist group of a test: its file (module-scoped fixtures run once), or the shared
+    server's group. `pyproject.toml` runs the suite with `-n 2 --dist loadgroup` in this order."""
+    rel = Path(str(item.fspath)).relative_to(ROOT / "tests")
+    for part in rel.parts:
+        if part in _SHARED_SERVER_GROUPS:
+            return _SHARED_SERVER_GROUPS[part]
+    return rel.as_posix()
+
+
+def _order(item) -> tuple[int, int]:
+    group = _group(item)
+    slow = next((i for i, g in enumerate(_SLOW_FIRST) if g == group), len(_SLOW_FIRST))
+    return (1 if item.get_closest_marker("spark") else 0, slow)
 
 
 def pytest_collection_modifyitems(config, items):
@@ -52,8 +90,10 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "spark" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.spark)
-    # Run the JVM-free tests first: a compiler regression shows up before Spark starts.
-    items.sort(key=lambda item: 1 if item.get_closest_marker("spark") else 0)
+        item.add_marker(pytest.mark.xdist_group(_group(item)))
+    # Run the JVM-free tests first: a compiler regression shows up before Spark starts. Among
+    # the Spark tests the slowest groups go first (a stable sort keeps each file's order).
+    items.sort(key=_order)
 
 
 @pytest.fixture
