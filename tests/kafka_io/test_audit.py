@@ -62,7 +62,7 @@ def test_audit_of_a_live_stream_over_kafka(spark, kafka_broker, tmp_path) -> Non
     # a row lost from the live sink: found in its partition, and repaired there only
     sink = plan.sink.table
     lost = spark.sql(f"SELECT min(req_id) FROM {sink} WHERE dt = DATE'2025-11-25'").first()[0]
-    spark.sql(f"DELETE FROM {sink} WHERE req_id = '{lost}'")
+    spark.sql(f"DELETE FROM {sink} WHERE req_id = '{lost}' AND dt = DATE'2025-11-25'")
     [report] = audit_project(ctx)
     assert not report.ok
     assert [(p.table, p.partition, p.missing, p.extra) for p in report.partitions if not p.ok] == [

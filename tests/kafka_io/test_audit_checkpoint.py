@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from types import SimpleNamespace
 
-from sqlflow.workflows.audit import _predicate, processed_versions
+from sqlflow.workflows.audit import partition_predicate, processed_versions
 
 PLAN = SimpleNamespace(sources=(SimpleNamespace(read="stream", relation="ods.clicks"),
                                 SimpleNamespace(read="static", relation="dim.ads"),
@@ -40,7 +40,7 @@ def test_a_batch_ending_inside_a_version_is_not_audited(tmp_path) -> None:
 
 
 def test_partition_predicates_quote_values() -> None:
-    assert _predicate("dt=2025-11-24/region=o'hare", ["dt", "region"]) == (
+    assert partition_predicate("dt=2025-11-24/region=o'hare", ["dt", "region"]) == (
         "CAST(`dt` AS STRING) = '2025-11-24' AND CAST(`region` AS STRING) = 'o''hare'")
-    assert _predicate("dt=NULL", ["dt"]) == "CAST(`dt` AS STRING) IS NULL"
-    assert _predicate("(whole table)", []) == "true"
+    assert partition_predicate("dt=NULL", ["dt"]) == "CAST(`dt` AS STRING) IS NULL"
+    assert partition_predicate("(whole table)", []) == "true"

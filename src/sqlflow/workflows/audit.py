@@ -204,7 +204,7 @@ def _compare(spark: SparkSession, pairs: list, edge: date | None, start: date | 
     return compared, still_open, problems
 
 
-def _predicate(partition: str, columns: Sequence[str]) -> str:
+def partition_predicate(partition: str, columns: Sequence[str]) -> str:
     """The SQL predicate of one compared partition key (`col=value/...`, `(whole table)`)."""
     if partition == "(whole table)":
         return "true"
@@ -226,7 +226,7 @@ def _repair(ctx: Context, plan: StreamPlan, pairs: list, bad: list[PartitionDiff
         for want, got in pairs:
             columns = list(got.partition_by)
             for d in (d for d in bad if d.table == got.name):
-                where = _predicate(d.partition, columns)
+                where = partition_predicate(d.partition, columns)
                 rows = ctx.spark.table(want.table).where(F.expr(where))
                 (rows.write.format("delta").mode("overwrite").option("replaceWhere", where)
                  .saveAsTable(got.table))
