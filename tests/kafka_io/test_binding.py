@@ -99,3 +99,23 @@ def test_a_stream_run_with_no_broker_says_where_it_looked(tmp_path, monkeypatch)
     with pytest.raises(SqlflowError) as err:
         archive_topics(Context.discover(root), plans, Console())
     assert address not in str(err.value) and "the target's bootstrap servers" in str(err.value)
+
+
+def test_source_control_values(tmp_path) -> None:
+    yml = YML.replace("max_value_bytes: 64KB", "max_value_bytes: 64KB\n              "
+                      "max_rows_per_second: 500\n              playback_speed: 10\n              "
+                      "alignment_group: ads\n              max_skew: 10 minutes")
+    kafka = load_project(make_project(tmp_path, yml={"models/sources.yml": yml})).source(
+        "ods", "clicks").kafka
+    assert (kafka.max_rows_per_second, kafka.playback_speed, kafka.alignment_group,
+            kafka.max_skew.total_seconds(), kafka.offsets_per_trigger()) == (500, 10, "ads", 600, 500)
+
+
+def test_source_control_errors_name_the_line(tmp_path) -> None:
+    yml = YML.replace("max_value_bytes: 64KB", "max_value_bytes: 64KB\n              "
+                      "max_rows_per_second: 0\n              alignment_group: ads")
+    msg = _error(make_project(tmp_path, yml={"models/sources.yml": yml}))
+    assert "models/sources.yml:14: error: `kafka.max_rows_per_second`: Input should be greater than 0" in msg
+    yml = YML.replace("max_value_bytes: 64KB", "max_value_bytes: 64KB\n              alignment_group: ads")
+    msg = _error(make_project(tmp_path / "b", yml={"models/sources.yml": yml}))
+    assert "the `kafka:` binding: `alignment_group` and `max_skew` go together" in msg

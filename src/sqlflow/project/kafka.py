@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, PositiveFloat, PositiveInt, model_validator
 
-from sqlflow.project.config import ByteSize
+from sqlflow.project.config import ByteSize, Duration
 
 BOOTSTRAP_KEY = "spark.sqlflow.kafka.bootstrap.servers"
 """The target setting naming the Kafka cluster; a target without it binds no topic."""
@@ -34,7 +34,34 @@ class KafkaBinding(BaseModel):
     format: Literal["json"] = "json"
     starting_offsets: Literal["earliest", "latest"] = "earliest"
     max_value_bytes: ByteSize = 1024 * 1024
-    max_offsets_per_trigger: int | None = None
+    # source control (docs/semantics.md, "Kafka sources: rate limits, playback, alignment")
+    max_offsets_per_trigger: PositiveInt | None = None  # Spark `maxOffsetsPerTrigger`
+    max_rows_per_second: PositiveFloat | None = None  # held across micro-batches
+    playback_speed: PositiveFloat | None = None  # a backlog at N x the pace of its timestamps
+    alignment_group: str | None = None  # Flink `scan.watermark.alignment.group`
+    max_skew: Duration | None = None  # Flink `scan.watermark.alignment.max-drift`
+
+    @model_validator(mode="after")
+    def _aligned_together(self) -> KafkaBinding:
+        if (self.alignment_group is None) != (self.max_skew is None):
+            raise ValueError("`alignment_group` and `max_skew` go together: give both "
+                             "(the sources of one group stay within `max_skew` of each other)")
+        return self
+
+    def offsets_per_trigger(self) -> int | None:
+        """Spark's `maxOffsetsPerTrigger`: the declared one, else one second of
+        `max_rows_per_second` (so a micro-batch is never a burst far above the rate).
+
+        >>> KafkaBinding(topic="t", max_rows_per_second=250).offsets_per_trigger()
+        250
+        >>> KafkaBinding(topic="t", max_offsets_per_trigger=10, max_rows_per_second=250).offsets_per_trigger()
+        10
+        """
+        if self.max_offsets_per_trigger:
+            return self.max_offsets_per_trigger
+        if self.max_rows_per_second:
+            return max(1, int(self.max_rows_per_second))
+        return None
 
 
 def kafka_keys() -> list[str]:

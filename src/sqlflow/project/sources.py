@@ -257,6 +257,9 @@ def _kafka(block: Any, where: Location, sink: DiagnosticSink) -> KafkaBinding | 
             elif err["type"].startswith("literal_error"):
                 sink.error(f"`kafka.{key}` has an invalid value {err['input']!r}", loc,
                            f"use one of {err.get('ctx', {}).get('expected', '')}")
+            elif not key:  # a rule over several keys (`KafkaBinding._aligned_together`)
+                sink.error(f"the `kafka:` binding: {err['msg'].removeprefix('Value error, ')}",
+                           where, "see docs/semantics.md, \"Kafka sources\"")
             else:
                 sink.error(f"`kafka.{key}`: {err['msg'].removeprefix('Value error, ')}", loc,
                            f"fix the value of `{key}`")

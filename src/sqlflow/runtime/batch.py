@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import time
 import uuid
+from collections.abc import Mapping
 from datetime import date, timedelta
 
 from pyspark.errors import PySparkException
@@ -48,8 +49,9 @@ except ImportError:  # pragma: no cover
 
 
 def run_batch(ctx: Context, plan: BatchPlan, *, start: date | None = None,
-              end: date | None = None) -> RunResult:
-    """Run one model's batch plan on `ctx.spark`; see the module docstring.
+              end: date | None = None, versions: Mapping[str, int] | None = None) -> RunResult:
+    """Run one model's batch plan on `ctx.spark`; see the module docstring. `versions` pins
+    inputs to a Delta version (`sqlflow audit`: what a stream had processed); others: latest.
 
     Raises SqlflowError naming the model for anything that stops it: a missing input table,
     a bad range, or Spark refusing the SQL or the write.
@@ -63,7 +65,7 @@ def run_batch(ctx: Context, plan: BatchPlan, *, start: date | None = None,
     cached: list[DataFrame] = []
     uses: list = []
     try:
-        reads, quarantined = _bind_inputs(spark, plan, dates, cached)
+        reads, quarantined = _bind_inputs(spark, plan, dates, cached, versions or {})
         missing = None
         if plan.dim is not None:  # dimensions and READY pinned once for the whole run
             snap = snapshot.pin(spark, plan.dim)
@@ -127,14 +129,14 @@ def _check_plan(spark: SparkSession, plan: BatchPlan) -> None:
 
 
 def _bind_inputs(spark: SparkSession, plan: BatchPlan, dates: DateRange | None,
-                 cached: list[DataFrame]):
+                 cached: list[DataFrame], pinned: Mapping[str, int]):
     """Register each clean view; return the reads and the quarantine rows of every input.
 
     Each event input is read once: its rows are cached (appended to `cached`, which the caller
     unpersists) because both the quarantine write and the model SQL consume them."""
     reads, quarantined = [], []
     for b in plan.sources:
-        version = latest_version(spark, b.relation)
+        version = pinned[b.relation] if b.relation in pinned else latest_version(spark, b.relation)
         if not b.view:
             reads.append(InputRead(b.relation, version))
             continue

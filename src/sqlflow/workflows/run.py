@@ -135,8 +135,9 @@ def archive_topics(ctx: Context, plans: Sequence[Plan], out: Console) -> None:
                  f"network and `{BOOTSTRAP_KEY}` in profiles/profiles.yml; nothing was run")
     for a in archive(ctx.spark, ctx.project_dir, tables, servers):
         bad = f", {a.malformed:,} malformed" if a.malformed else ""
+        held = f", held {a.held_s:.1f}s by its source control" if a.held_s >= 0.05 else ""
         out.print(escape(f"kafka {a.topic} -> {a.source}.{a.table}: {a.rows:,} records archived"
-                         f"{bad} ({a.seconds:.1f}s)"), soft_wrap=True)
+                         f"{bad} ({a.seconds:.1f}s{held})"), soft_wrap=True)
 
 
 def run_batch_project(ctx: Context, out: Console, err: Console, *,

@@ -11,6 +11,6 @@ from importlib import import_module
 
 _MODULES: tuple[str, ...] = ("demo", "compile", "run", "dbt", "check", "compact", "diff",
                             "lineage", "mark_ready", "repair", "status", "verify", "ctl",
-                            "seed", "build", "kafka")
+                            "seed", "build", "kafka", "audit")
 
 COMMANDS = [import_module(f"sqlflow.cli.commands.{name}").command for name in _MODULES]
