@@ -68,18 +68,34 @@ _SLOW_FIRST = ("cluster", "kafka", "test_dbt_parity.py", "test_dbt_project_parit
                "runtime/test_routing.py", "test_demo_data.py")
 
 
-def _group(item) -> str:
-    """The xdist group of a test: its file (module-scoped fixtures run once), or the shared
-    server's group. `pyproject.toml` runs the suite with `-n 2 --dist loadgroup` in this order."""
-    rel = Path(str(item.fspath)).relative_to(ROOT / "tests")
-    for part in rel.parts:
+def _group(nodeid: str) -> str:
+    """The xdist work unit of a test: its file (module-scoped fixtures run once), or the
+    shared server's group.
+
+    >>> _group("tests/kafka_io/test_archive.py::test_x"), _group("tests/runtime/test_a.py::t[1]")
+    ('kafka', 'runtime/test_a.py')
+    """
+    parts = nodeid.split("::")[0].split("/")[1:]  # the path below tests/
+    for part in parts:
         if part in _SHARED_SERVER_GROUPS:
             return _SHARED_SERVER_GROUPS[part]
-    return rel.as_posix()
+    return "/".join(parts)
+
+
+def pytest_xdist_make_scheduler(config, log):
+    """`-n 2 --dist loadscope` (pyproject.toml) with our work units: each unit runs whole on one
+    worker, in collection order (`--no-loadscope-reorder`)."""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ByGroup(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return _group(nodeid)
+
+    return ByGroup(config, log)
 
 
 def _order(item) -> tuple[int, int]:
-    group = _group(item)
+    group = _group(item.nodeid)
     slow = next((i for i, g in enumerate(_SLOW_FIRST) if g == group), len(_SLOW_FIRST))
     return (1 if item.get_closest_marker("spark") else 0, slow)
 
@@ -90,7 +106,6 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "spark" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.spark)
-        item.add_marker(pytest.mark.xdist_group(_group(item)))
     # Run the JVM-free tests first: a compiler regression shows up before Spark starts. Among
     # the Spark tests the slowest groups go first (a stable sort keeps each file's order).
     items.sort(key=_order)
