@@ -126,9 +126,11 @@ class Launch:
 
     def ready(self) -> Server:
         if self._server is None:
+            waited = not self._ready()
             self.procs.wait_until(self.what, self._ready, self.seconds)
             self._server = Server(self.url, self.procs.folder, time.time() - self.began, self.procs.logs)
-            print(f"\n{self.what}: up in {self._server.start_seconds:.1f}s")
+            print(f"\n{self.what}: " + (f"up in {self._server.start_seconds:.1f}s" if waited else
+                                         f"up, launched {self._server.start_seconds:.1f}s before it was needed"))
         return self._server
 
 
