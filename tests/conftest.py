@@ -11,7 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from spark_servers import connect_server, standalone_cluster  # noqa: F401  (session fixtures)
+from spark_servers import (  # noqa: F401  (session fixtures)
+    connect_launch,
+    connect_server,
+    standalone_cluster,
+    standalone_launch,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 

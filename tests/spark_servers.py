@@ -5,6 +5,11 @@ the Delta jars and extensions (the `connect` target). docs/deploy.md, "What is t
 Each is a JVM of its own, small (a worker: 1 core, 1g). A server that cannot start (a busy
 port, a missing script, no worker registering) fails the tests that need it with its log's
 tail: it never skips them.
+
+Starting is split from waiting (`Launch`): `standalone_launch` / `connect_launch` start the
+processes and return at once, `standalone_cluster` / `connect_server` wait until they accept
+work. tests/cluster/conftest.py launches both (and the local reference run) at its first
+test, so the JVMs come up while other work runs instead of one after the other.
 """
 
 from __future__ import annotations
@@ -110,60 +115,85 @@ def _alive_workers(ui_port: int) -> int:
     return sum(1 for w in state.get("workers", []) if w.get("state") == "ALIVE")
 
 
+class Launch:
+    """Servers started in the background: `ready()` waits (once) until they accept work and
+    returns the `Server`, or fails the test with the logs' tails."""
+
+    def __init__(self, procs: _Procs, url: str, what: str, ready, seconds: float):
+        self.procs, self.url, self.what, self._ready, self.seconds = procs, url, what, ready, seconds
+        self.began = time.time()
+        self._server: Server | None = None
+
+    def ready(self) -> Server:
+        if self._server is None:
+            waited = not self._ready()
+            self.procs.wait_until(self.what, self._ready, self.seconds)
+            self._server = Server(self.url, self.procs.folder, time.time() - self.began, self.procs.logs)
+            print(f"\n{self.what}: " + (f"up in {self._server.start_seconds:.1f}s" if waited else
+                                         f"up, launched {self._server.start_seconds:.1f}s before it was needed"))
+        return self._server
+
+
 @pytest.fixture(scope="session")
-def standalone_cluster(tmp_path_factory):
-    """A standalone master on 127.0.0.1 with two workers (1 core, 1g each), for every
-    `cluster` test of the session; yields a `Server` whose url is `spark://127.0.0.1:<port>`.
-    Its state folder is a path the driver and both workers see (one machine)."""
+def standalone_launch(tmp_path_factory):
+    """Start a standalone master on 127.0.0.1 and two workers (1 core, 1g each) without
+    waiting for them; the workers retry until the master listens. Its state folder is a path
+    the driver and both workers see (one machine)."""
     folder = tmp_path_factory.mktemp("standalone")
     procs = _Procs(folder)
-    began = time.time()
     port, ui = free_port(), free_port()
+    url = f"spark://127.0.0.1:{port}"
     try:
         procs.start("master", ["org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
                                "--port", str(port), "--webui-port", str(ui)])
-        procs.wait_until(f"the standalone master on port {port}", lambda: _listening(ui), 90)
-        url = f"spark://127.0.0.1:{port}"
         for i in range(WORKERS):
             procs.start(f"worker{i}", ["org.apache.spark.deploy.worker.Worker", url, "--host", "127.0.0.1",
                                        "--cores", "1", "--memory", "1g", "--webui-port", str(free_port()),
                                        "--work-dir", str(folder / f"work{i}")])
-        procs.wait_until(f"{WORKERS} workers registered with {url}",
-                         lambda: _alive_workers(ui) == WORKERS, 90)
-        server = Server(url, folder, time.time() - began, procs.logs)
-        print(f"\nstandalone master and {WORKERS} workers up in {server.start_seconds:.1f}s")
-        yield server
+        yield Launch(procs, url, f"the standalone master {url} and {WORKERS} workers",
+                     lambda: _alive_workers(ui) == WORKERS, 600)
     finally:
         procs.stop()
 
 
 @pytest.fixture(scope="session")
-def connect_server(tmp_path_factory):
-    """A Spark Connect server (local[2], 1g) with Delta's extension and catalog and a Hive
-    catalog in a Derby metastore, all under its own temp folder; yields a `Server` whose url
-    is `sc://127.0.0.1:<port>`. Its Python workers run this interpreter (sqlflow importable)."""
+def standalone_cluster(standalone_launch):
+    """The standalone master with two workers, for every `cluster` test of the session,
+    once it accepts work; a `Server` whose url is `spark://127.0.0.1:<port>`."""
+    return standalone_launch.ready()
+
+
+CONNECT_CONF = {
+    "spark.master": "local[2]",
+    "spark.driver.memory": "1g",
+    "spark.connect.grpc.binding.address": "127.0.0.1",
+    "spark.jars.packages": DELTA_PACKAGE,
+    "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
+    "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
+    "spark.sql.catalogImplementation": "hive",
+    "spark.sql.shuffle.partitions": "2",
+    "spark.sql.session.timeZone": "UTC",
+    "spark.ui.enabled": "false",
+    "spark.databricks.delta.snapshotPartitions": "2",
+    "spark.sql.sources.partitionOverwriteMode": "dynamic",
+}
+
+
+@pytest.fixture(scope="session")
+def connect_launch(tmp_path_factory):
+    """Start a Spark Connect server (local[2], 1g) with Delta's extension and catalog and a
+    Hive catalog in a Derby metastore, all under its own temp folder, without waiting for it.
+    Its Python workers run this interpreter (sqlflow importable)."""
     folder = tmp_path_factory.mktemp("connect")
     procs = _Procs(folder)
-    began = time.time()
     port = free_port()
     conf = {
-        "spark.master": "local[2]",
-        "spark.driver.memory": "1g",
-        "spark.connect.grpc.binding.address": "127.0.0.1",
+        **CONNECT_CONF,
         "spark.connect.grpc.binding.port": str(port),
-        "spark.jars.packages": DELTA_PACKAGE,
-        "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
-        "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
-        "spark.sql.catalogImplementation": "hive",
         "spark.sql.warehouse.dir": str(folder / "warehouse"),
         "spark.hadoop.javax.jdo.option.ConnectionURL":
             f"jdbc:derby:;databaseName={folder / 'metastore_db'};create=true",
         "spark.driver.extraJavaOptions": f"-Dderby.system.home={folder}",
-        "spark.sql.shuffle.partitions": "2",
-        "spark.sql.session.timeZone": "UTC",
-        "spark.ui.enabled": "false",
-        "spark.databricks.delta.snapshotPartitions": "2",
-        "spark.sql.sources.partitionOverwriteMode": "dynamic",
     }
     args = ["org.apache.spark.deploy.SparkSubmit", "--class",
             "org.apache.spark.sql.connect.service.SparkConnectServer", "--name", "sqlflow-connect"]
@@ -171,9 +201,13 @@ def connect_server(tmp_path_factory):
         args += ["--conf", f"{key}={value}"]
     try:
         procs.start("connect", [*args, "spark-internal"])
-        procs.wait_until(f"the Spark Connect server on port {port}", lambda: _listening(port), 120)
-        server = Server(f"sc://127.0.0.1:{port}", folder, time.time() - began, procs.logs)
-        print(f"\nSpark Connect server up in {server.start_seconds:.1f}s")
-        yield server
+        yield Launch(procs, f"sc://127.0.0.1:{port}", f"the Spark Connect server on port {port}",
+                     lambda: _listening(port), 600)
     finally:
         procs.stop()
+
+
+@pytest.fixture(scope="session")
+def connect_server(connect_launch):
+    """The Spark Connect server once it listens; a `Server` whose url is `sc://127.0.0.1:<port>`."""
+    return connect_launch.ready()

@@ -9,9 +9,12 @@ import shutil
 import subprocess
 import sys
 import time
+from functools import reduce
 from pathlib import Path
 
 import pytest
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
 
 ROOT = Path(__file__).resolve().parents[2]
 SQLFLOW = [str(Path(sys.executable).with_name("sqlflow"))]  # the console script of this venv
@@ -44,43 +47,82 @@ def tables(project: Path) -> dict[str, Path]:
     return found
 
 
+# every column to the microsecond (Spark's JSON default keeps milliseconds)
+_JSON = {"timestampFormat": "yyyy-MM-dd'T'HH:mm:ss.SSSSSSXXX", "timestampNTZFormat": "yyyy-MM-dd'T'HH:mm:ss.SSSSSS"}
+NOT_EMPTY = ("dw.dwd_ad_click_samples", "dw.dwd_ad_clicks_attributed", "dw.dwd_user_events_enriched",
+             "dw.ue_live", "dw.ue_ad")  # every kind of model of the demo
+
+
+def _rows(spark, found: dict[str, Path]) -> DataFrame:
+    """Every row of `found` as (table, row as JSON of every column in table order): one
+    DataFrame, so both directions of EXCEPT ALL over all tables are two Spark jobs, not two
+    per table. A quarantine row's `origin` (where it was read) differs by mode: dropped."""
+    frames = []
+    for name, path in sorted(found.items()):
+        df = spark.read.format("delta").load(str(path))
+        if name.endswith("__quarantine") and "origin" in df.columns:
+            df = df.drop("origin")
+        frames.append(df.select(F.lit(name).alias("t"), F.to_json(F.struct(*df.columns), _JSON).alias("row")))
+    return reduce(DataFrame.unionAll, frames)
+
+
 def assert_same_tables(spark, got: Path, want: Path, databases: tuple[str, ...] = (),
                        skip: tuple[str, ...] = ()) -> None:
     """Every table of `want`'s project (of `databases`, default all) is in `got`'s with the
-    same rows; `got` is a project folder or, for a Connect server, its warehouse folder."""
-    mine = tables(got)
-    theirs = {n: p for n, p in tables(want).items()
-              if (not databases or n.split(".")[0] in databases) and n.split(".")[-1] not in skip}
-    mine = {n: p for n, p in mine.items()
-            if (not databases or n.split(".")[0] in databases) and n.split(".")[-1] not in skip}
-    for name in sorted(set(mine) | set(theirs)):
-        if name not in mine or name not in theirs:  # a stream creates a quarantine table lazily
-            there = mine.get(name) or theirs[name]
-            rows = spark.read.format("delta").load(str(there)).collect()
-            assert rows == [], f"{name} only in {there.parents[1]}: {rows[:5]}"
-            continue
-        a = spark.read.format("delta").load(str(mine[name]))
-        b = spark.read.format("delta").load(str(theirs[name]))
-        if "origin" in b.columns and name.endswith("__quarantine"):
-            a, b = a.drop("origin"), b.drop("origin")
-        missing, extra = b.exceptAll(a).collect(), a.exceptAll(b).collect()
-        assert (missing, extra) == ([], []), f"{name}: missing {missing[:5]}, unexpected {extra[:5]}"
+    same rows, EXCEPT ALL both ways over every column; `got` is a project folder or, for a
+    Connect server, its warehouse folder. A table only one side has (a stream creates a
+    quarantine table lazily) must be empty."""
+    def chosen(found: dict[str, Path]) -> dict[str, Path]:
+        return {n: p for n, p in found.items()
+                if (not databases or n.split(".")[0] in databases) and n.split(".")[-1] not in skip}
+
+    mine, theirs = _rows(spark, chosen(tables(got))), _rows(spark, chosen(tables(want)))
+    missing = theirs.exceptAll(mine).orderBy("t", "row").limit(10).collect()
+    extra = mine.exceptAll(theirs).orderBy("t", "row").limit(10).collect()
+    assert (missing, extra) == ([], []), f"missing {missing}, unexpected {extra}"
     # not vacuous: every kind of model of the demo wrote rows
-    for name in ("dw.dwd_ad_click_samples", "dw.dwd_ad_clicks_attributed",
-                 "dw.dwd_user_events_enriched", "dw.ue_live", "dw.ue_ad"):
-        if name.split(".")[-1] in skip:
-            continue
-        assert spark.read.format("delta").load(str(theirs[name])).count() > 0, name
+    counts = {r["t"]: r["n"] for r in theirs.groupBy("t").agg(F.count("*").alias("n")).collect()}
+    empty = [n for n in NOT_EMPTY if n.split(".")[-1] not in skip and not counts.get(n)]
+    assert not empty, f"no rows in the reference's {empty}"
+
+
+class Reference:
+    """The reference run, started in the background (`sqlflow demo` on `local[2]`: generate,
+    then every model in batch); `project()` waits for it and returns its project folder."""
+
+    def __init__(self, project: Path, env: dict[str, str]):
+        self.folder, self.log = project, project.parent / "reference.log"
+        self.began = time.monotonic()
+        with open(self.log, "w") as out:
+            self.proc = subprocess.Popen([*SQLFLOW, "--project-dir", str(project), "--target", "local",
+                                          "demo", *DEMO], env=env, cwd=project, stdout=out,
+                                         stderr=subprocess.STDOUT, text=True)
+        self.seconds: float | None = None
+
+    def project(self) -> Path:
+        if self.seconds is None:
+            code = self.proc.wait(timeout=1800)  # a machine under load
+            assert code == 0, f"sqlflow demo (local reference)\n{self.log.read_text()[-4000:]}"
+            self.seconds = time.monotonic() - self.began
+            print(f"\nlocal reference demo run: {self.seconds:.1f}s")
+        return self.folder
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
 
 
 @pytest.fixture(scope="session")
-def local_run(tmp_path_factory):
-    """The reference: `sqlflow demo` (generate, then every model in batch) on `local[2]`."""
+def local_launch(tmp_path_factory):
+    """Start the reference run of the session, shared by the cluster and the Connect tests."""
     project = copy_project(tmp_path_factory.mktemp("cluster_ref") / "project")
-    env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"}
-    started = time.monotonic()
-    sqlflow(project, env, "--target", "local", "demo", *DEMO)
-    print(f"\nlocal reference demo run: {time.monotonic() - started:.1f}s")
-    return project
+    reference = Reference(project, {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"})
+    yield reference
+    reference.stop()
 
 
+@pytest.fixture(scope="session")
+def local_run(local_launch) -> Path:
+    """The reference run's project folder, once it has finished."""
+    return local_launch.project()

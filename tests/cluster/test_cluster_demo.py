@@ -39,11 +39,11 @@ def cluster_project(tmp_path_factory, standalone_cluster):
     return project, env
 
 
-def test_cluster_batch_equals_local(spark, local_run, cluster_project):
+def test_cluster_batch_equals_local(spark, local_launch, cluster_project):
     project, env = cluster_project
-    out = sqlflow(project, env, "--target", "cluster", "demo", *DEMO)
+    out = sqlflow(project, env, "--target", "cluster", "demo", *DEMO)  # while the reference runs
     assert "dwd_user_events_enriched" in out and "ue_live" in out, out[-2000:]
-    assert_same_tables(spark, project, local_run)
+    assert_same_tables(spark, project, local_launch.project())
 
 
 def test_cluster_stream_equals_local(spark, local_run, cluster_project):

@@ -3,10 +3,9 @@ per session from pyspark's own jars with Delta's extension and catalog (tests/sp
 
 Batch: the server gets the `local` reference run's sources and commit log (copies of its
 Delta folders, registered as tables: `sqlflow demo generate` cannot run over Connect, see
-below), `sqlflow --target connect run --mode batch` builds every model on the server, and
-every model table equals the reference's, row for row, but the routed group's, which is
-refused over Connect with the reason (its write's expression is nested deeper than the
-Connect client's protobuf decoder accepts).
+below), `sqlflow --target connect run --mode batch` builds the staging and `dwd` models on the
+server, and every model and quarantine table equals the reference's, row for row (the routed
+group is still refused, see below).
 
 What cannot run over Connect with pyspark 4.2 is refused before any work, with the reason and
 the alternative (docs/deploy.md, "Spark Connect"): stream runs, routed groups and the demo
@@ -27,7 +26,7 @@ import yaml
 from cluster.demo_runs import DEMO, SQLFLOW, assert_same_tables, copy_project, sqlflow
 
 pytestmark = pytest.mark.spark
-# refused over Connect (a routed group's expression is too deep for the client's protobuf)
+# refused over Connect (issue 24: not yet run over Connect since the expressions were flattened)
 ROUTED = ("ue_ad", "ue_game", "ue_live", "ue_main", "ue_manga", "ue_music",
           "user_events_by_department__quarantine")
 
@@ -68,11 +67,10 @@ def connect_sources(local_run, connect_server):
     assert done.returncode == 0, done.stderr[-3000:]
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "issue 24, open: since the quarantine split gained the Kafka payload reasons, a staging "
-    "model's expression is nested deeper than the Connect client's protobuf decoder accepts "
-    "(DecodeError), as the routed group's already was"))
 def test_connect_batch_equals_local(spark, local_run, connect_server, connect_sources, connect_project):
+    """The staging and `dwd` models. (Every partition check and escaping expression is flat:
+    nested ~50 deep, the client could not encode it, see
+    tests/runtime/test_connect_expression_depth.py.)"""
     project, env = connect_project
     out = sqlflow(project, env, "--target", "connect", "run", "--mode", "batch",
                   "--select", "path:models/staging", "--select", "path:models/dwd")
@@ -86,8 +84,9 @@ def test_connect_batch_equals_local(spark, local_run, connect_server, connect_so
     ["run", "--mode", "batch", "--select", "path:models/routed"],
     ["demo", "generate", *DEMO],
 ])
-def test_what_cannot_run_over_connect_says_why_and_what_instead(connect_project, command):
-    project, env = connect_project
+def test_what_cannot_run_over_connect_says_why_and_what_instead(connect_server, tmp_path, command):
+    project = copy_project(tmp_path / "project")
+    env = {**os.environ, "SQLFLOW_SPARK_REMOTE": connect_server.url}
     done = subprocess.run([*SQLFLOW, "--project-dir", str(project), "--target", "connect", *command],
                           env=env, cwd=project, capture_output=True, text=True, timeout=120)
     said = " ".join((done.stdout + done.stderr).split())

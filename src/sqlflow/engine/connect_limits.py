@@ -8,10 +8,13 @@ back. Three things sqlflow does need more than that (docs/deploy.md, "Spark Conn
   restart policy, `sqlflow ctl`, the metrics would all be run against copies nobody reads,
   and the journals would be written on the server's disk while this process reads its own;
 - `_SUCCESS` and ready markers are files written through the driver's Hadoop FileSystem
-  (routed groups with `success_marker`, `sqlflow demo generate`, `sqlflow mark-ready`);
+  (routed groups with `success_marker`, `sqlflow demo generate`, `sqlflow mark-ready`).
 
 A batch run without markers works over Connect: the Delta log reader asks Spark when it has no
 JVM (docs/design.md §3, `runtime/delta/deltalog.py`) and the UDFs are pickled to the server.
+The client encodes each expression as nested protobuf messages it can decode only about 50
+calls deep, so sqlflow builds its own expressions flat (`runtime/delta/partition_path.py`);
+should a model's still be too deep, `nesting_error` says so instead of a traceback.
 """
 
 from __future__ import annotations
@@ -32,8 +35,8 @@ LIMITS = {
               "'spark.connect.Expression'`, pyspark 4.2); deselect the group (`--select` the other "
               "models)",
     "nesting": "the model's query builds a Spark expression nested deeper than the Connect "
-               "client's protobuf decoder accepts (`DecodeError` parsing 'spark.connect.Expression', "
-               "pyspark 4.2; the quarantine split of an event source with many reasons does)",
+               "client's protobuf decoder accepts (`DecodeError` parsing 'spark.connect.Expression': "
+               "about 50 nested calls, pyspark 4.2)",
     "generate": "the demo's ready markers are files written through the driver's Hadoop "
                 "FileSystem, which a Connect client does not have",
 }

@@ -17,7 +17,6 @@ that is literally `__HIVE_DEFAULT_PARTITION__` is one too: Spark would read it b
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from functools import reduce
 from typing import Any
 
 from pyspark.sql import Column
@@ -94,9 +93,12 @@ _ANY_ESCAPED = "[" + "".join(f"\\x{ord(c):02X}" for c in sorted(ESCAPED)) + "]" 
 
 def _value(column: str) -> Column:
     text = F.col(f"`{column}`").cast("string")
-    # '%' first: the other replacements add '%'s that must stay as they are
-    order = ["%"] + sorted(ESCAPED - {"%"})
-    escaped = reduce(lambda col, c: F.replace(col, F.lit(c), F.lit(f"%{ord(c):02X}")), order, text)
+    # '%' first: the other replacements add '%'s that must stay as they are. One `aggregate`
+    # over the characters, not ~50 nested `replace` calls: a Spark Connect client cannot
+    # encode an expression nested that deep (docs/deploy.md, "Spark Connect"). `hex` of an
+    # ASCII character is its two upper-case digits, as `escape` writes them.
+    order = F.array(*[F.lit(c) for c in ["%", *sorted(ESCAPED - {"%"})]])
+    escaped = F.aggregate(order, text, lambda acc, c: F.replace(acc, c, F.concat(F.lit("%"), F.hex(c))))
     # one regex test spares the ~50 replacements to the values that need none (nearly all)
     return (F.when(text.isNull() | (text == ""), F.lit(DEFAULT))
             .when(text.rlike(_ANY_ESCAPED), escaped).otherwise(text))
@@ -108,15 +110,22 @@ def problem(columns: Iterable[str], required: Iterable[str] = ()) -> Column:
     `bad_partition` for a NUL character, a directory name over 255 bytes, or the value
     `__HIVE_DEFAULT_PARTITION__` itself, which Spark reads back as NULL)."""
     need = {c.lower() for c in required}
-    out = F.lit(None).cast("string")
-    for c in reversed(list(columns)):
+    # one flat CASE, the levels in order (a level's NULL before its bad value): as shallow
+    # for a Spark Connect client as for Spark (docs/deploy.md, "Spark Connect")
+    branches: list[tuple[Column, Column]] = []
+    for c in columns:
         text = F.col(f"`{c}`").cast("string")
+        if c.lower() in need:
+            branches.append((text.isNull() | (text == ""), F.lit(NULL_PARTITION)))
         name = F.concat(F.lit(escape(c) + "="), _value(c))
         # the literal default name would be read back as NULL: not the row's value
         bad = text.contains("\x00") | (F.octet_length(name) > MAX_NAME_BYTES) | (text == DEFAULT)
-        out = F.when(bad, F.lit(BAD_PARTITION)).otherwise(out)
-        if c.lower() in need:
-            out = F.when(text.isNull() | (text == ""), F.lit(NULL_PARTITION)).otherwise(out)
+        branches.append((bad, F.lit(BAD_PARTITION)))
+    if not branches:
+        return F.lit(None).cast("string")
+    out = F.when(*branches[0])
+    for condition, reason in branches[1:]:
+        out = out.when(condition, reason)
     return out
 
 
