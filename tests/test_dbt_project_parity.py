@@ -74,6 +74,17 @@ FILES = {
     "macros/money.sql": """\
         {% macro spark__cents(col) %}cast(round({{ col }} * 100) as bigint){% endmacro %}
         """,
+    # custom generic tests: a `{% test %}` block in macros/ and one in tests/generic/
+    "macros/tests/positive.sql": """\
+        {% test positive(model, column_name) %}
+        select * from {{ model }} where {{ column_name }} < 0
+        {% endtest %}
+        """,
+    "tests/generic/more_rows_than.sql": """\
+        {% test more_rows_than(model, threshold) %}
+        select n from (select count(*) as n from {{ model }}) where n <= {{ threshold }}
+        {% endtest %}
+        """,
     "models/staging/stg_orders.sql": """\
         {{ config(materialized='ephemeral') }}
         select id, customer_id, amount, order_day, paid, ordered_at, weight, note
@@ -125,6 +136,15 @@ FILES = {
                   - relationships:
                       to: ref('raw_customers')
                       field: name
+              - name: cents
+                data_tests: [positive]
+          - name: customers_monthly
+            data_tests:
+              - more_rows_than:
+                  threshold: 1
+              - more_rows_than:
+                  threshold: 100
+                  config: {severity: warn}
           - name: tiers
             columns:
               - name: tier
@@ -221,4 +241,12 @@ def test_a_failing_test_stops_its_descendants_in_both(built):
     assert report.failed
     passed_by_dbt = sorted(n for n, s in dbt_status.items() if s == "pass")
     passed_by_us = sorted(n for kind, n, s in report.lines if kind == "test" and s == "ok")
-    assert len(passed_by_dbt) == len(passed_by_us) == 6, (passed_by_dbt, passed_by_us)
+    # the built-ins, the custom generic tests (on a column, on the model) and the singular one
+    assert len(passed_by_dbt) == len(passed_by_us) == 8, (passed_by_dbt, passed_by_us)
+    # every test under dbt's name, with dbt's status (a warn-severity failure only warns)
+    ours = {n: {"ok": "pass", "skip": "skipped"}.get(s, s) for kind, n, s in report.lines
+            if kind == "test"}
+    nodes = {rel.split("/")[-1].removesuffix(".sql").removesuffix(".csv") for rel in FILES
+             if rel.startswith(("models/", "seeds/"))}
+    assert ours == {n: s for n, s in dbt_status.items() if n not in nodes}
+    assert ours["more_rows_than_customers_monthly_100"] == "warn"

@@ -19,6 +19,7 @@ from sqlflow.project.packages import (
     INTERNAL,
     MacroDef,
     MacroPackage,
+    generic_test_paths,
     installed_packages,
     internal_package,
     read_macro_files,
@@ -61,6 +62,7 @@ class ModelProperties(BaseModel):
     config: dict[str, Any] = Field(default_factory=dict)
     path: str = ""
     line: int = 0
+    tests: tuple[Any, ...] = ()  # model-level generic tests (`data_tests:` / `tests:`)
 
 
 class ModelNode(BaseModel):
@@ -304,7 +306,8 @@ def _add_model_props(entry: dict, rel: str, props: dict[str, ModelProperties],
     sink.items.extend(check_layer(config, where, getattr(entry.get("config"), "key_lines", None)))
     props[name] = ModelProperties(description=entry.get("description") or "",
                                   columns=columns_of(entry, rel, sink), config=config,
-                                  path=rel, line=where.line)
+                                  path=rel, line=where.line,
+                                  tests=tuple(entry.get("data_tests") or entry.get("tests") or ()))
 
 
 # --- macros and seeds ----------------------------------------------------------------------------
@@ -312,7 +315,8 @@ def _add_model_props(entry: dict, rel: str, props: dict[str, ModelProperties],
 
 def _read_macros(root: Path, pfile: ProjectFile,
                  sink: DiagnosticSink) -> tuple[dict[str, MacroDef], dict[str, str]]:
-    package = read_macro_files(pfile.name, sql_files(root, pfile.macro_paths, root), sink)
+    folders = [*pfile.macro_paths, *generic_test_paths(pfile.test_paths)]  # `{% test %}` blocks too
+    package = read_macro_files(pfile.name, sql_files(root, folders, root), sink)
     return dict(package.macros), dict(package.files)
 
 
