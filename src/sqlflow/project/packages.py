@@ -5,7 +5,8 @@ and adapter.dispatch"): the root project, each installed package under `dbt_pack
 `dbt deps` fills; each one a dbt project with its own `dbt_project.yml` and `macro-paths`),
 and the internal package `dbt`: dbt-adapters' global project plus dbt-spark's macros, read
 from the installed Python packages so `dbt.date_trunc` or `dbt.type_string` expand exactly
-as dbt-spark expands them. Only macros are loaded from packages; a package's models are not.
+as dbt-spark expands them. A package's models, seeds and tests are loaded with the project's
+(`sqlflow.project.load`).
 """
 
 from __future__ import annotations

@@ -312,6 +312,10 @@ class _ModelRun:
             "model": _node_dict(node, config),
         })
         self.macros = _MacroRuntime(renderer, self.context)
+        package = node.fqn[0] if node.fqn else renderer.project.name
+        if package != renderer.project.name and package in renderer.project.packages:
+            # a package's model sees its package's macros first, as dbt renders it
+            self.context = self.macros.context_for(package)
 
     def ref(self, *args: str, **kwargs: Any) -> Relation:
         name = self._ref_name(args, kwargs)
@@ -348,10 +352,13 @@ class _ModelRun:
                                hint="drop the `version=` argument")
         project = self.renderer.project
         if len(args) == 2 and args[0] != project.name and args[0] in project.packages:
-            raise SqlflowError(f"`ref('{args[0]}', '{args[1]}')`: sqlflow loads no models from "
-                               f"package `{args[0]}`",
-                               hint=f"ref a model of this project, `{project.name}`; "
-                                    "packages under dbt_packages/ give macros only")
+            fqns = {**{n: m.fqn for n, m in project.seeds.items()},
+                    **{n: m.fqn for n, m in project.models.items()}}
+            if fqns.get(args[1], ("",))[0] != args[0]:
+                raise SqlflowError(f"`ref('{args[0]}', '{args[1]}')`: package `{args[0]}` has no "
+                                   f"model or seed `{args[1]}`", hint=did_you_mean(
+                                       args[1], [n for n, f in fqns.items() if f[0] == args[0]]))
+            return args[1]
         if len(args) == 2 and args[0] != project.name:
             raise SqlflowError(f"`ref('{args[0]}', '{args[1]}')`: unknown package `{args[0]}`",
                                hint=f"models are refd from this project, `{project.name}`")

@@ -95,7 +95,10 @@ def _insert(spark: SparkSession, table: str, columns: list[str], partition_by: t
     try:
         spark.sql(f"INSERT OVERWRITE TABLE {quote(table)}{parts} SELECT {select} FROM {_VIEW}")
     finally:
-        spark.conf.set(_OVERWRITE_MODE, before)
+        if before is None:
+            spark.conf.unset(_OVERWRITE_MODE)
+        else:
+            spark.conf.set(_OVERWRITE_MODE, before)
 
 
 def update_columns(columns: list[str], update: tuple[str, ...], exclude: tuple[str, ...]) -> list[str]:
