@@ -1,6 +1,7 @@
-"""A dbt project with seeds, an ephemeral chain, a vendored package with a dispatched macro,
-dbt's cross-database macros and data tests: `sqlflow build` and `dbt build` build the same
-tables, row for row and type for type, and stop at the same failing test.
+"""A dbt project with seeds, an ephemeral chain, a vendored package with a dispatched macro and
+its own model, seed and tests, dbt's cross-database macros, built-in, custom generic and
+singular data tests: `sqlflow build` and `dbt build` build the same tables, row for row and
+type for type, give every test the same name and status, and stop at the same failing test.
 
 One small project, written to tmp, is built twice on the test's SparkSession: by sqlflow
 (`sqlflow.workflows.build.build_project`) into schema `t_dp_sf` (seeds: `t_dp_sf_raw`), and by
@@ -70,9 +71,48 @@ FILES = {
         {% macro default__shout(col) %}lower({{ col }}){% endmacro %}
         {% macro spark__shout(col) %}upper({{ col }}){% endmacro %}
         """,
+    # the package's own models, seed, tests: part of the project, as dbt loads them
+    "dbt_packages/minipkg/seeds/pkg_ranks.csv": """\
+        tier,rank
+        gold,1
+        silver,2
+        """,
+    "dbt_packages/minipkg/models/pkg_tiers.sql": """\
+        {{ config(materialized='table') }}
+        select tier, rank, {{ shout('tier') }} as loud from {{ ref('pkg_ranks') }}
+        """,
+    "dbt_packages/minipkg/models/pkg.yml": """\
+        models:
+          - name: pkg_tiers
+            columns:
+              - name: loud
+                data_tests: [not_null, short]
+        """,
+    "dbt_packages/minipkg/macros/short.sql": """\
+        {% test short(model, column_name) %}
+        select * from {{ model }} where length({{ column_name }}) > 10
+        {% endtest %}
+        """,
+    "dbt_packages/minipkg/tests/pkg_ranks_positive.sql":
+        "select * from {{ ref('pkg_tiers') }} where rank < 1\n",
+    "models/tier_ranks.sql": """\
+        select c.id, p.rank, p.loud from {{ ref('raw_customers') }} c
+        join {{ ref('minipkg', 'pkg_tiers') }} p on c.tier = p.tier
+        """,
     # the project overrides the package's default for Spark, as dbt's search order allows
     "macros/money.sql": """\
         {% macro spark__cents(col) %}cast(round({{ col }} * 100) as bigint){% endmacro %}
+        """,
+    # custom generic tests: a `{% test %}` block in macros/ and one in tests/generic/
+    "macros/tests/positive.sql": """\
+        {% test positive(model, column_name) %}
+        select * from {{ model }} where {{ column_name }} < 0
+        {% endtest %}
+        """,
+    "tests/generic/more_rows_than.sql": """\
+        {% test more_rows_than(model, threshold) %}
+        select n from (select count(*) as n from {{ model }}) where n <= {{ threshold }}
+        {% endtest %}
         """,
     "models/staging/stg_orders.sql": """\
         {{ config(materialized='ephemeral') }}
@@ -125,6 +165,15 @@ FILES = {
                   - relationships:
                       to: ref('raw_customers')
                       field: name
+              - name: cents
+                data_tests: [positive]
+          - name: customers_monthly
+            data_tests:
+              - more_rows_than:
+                  threshold: 1
+              - more_rows_than:
+                  threshold: 100
+                  config: {severity: warn}
           - name: tiers
             columns:
               - name: tier
@@ -195,7 +244,8 @@ def test_every_table_equals_dbts_row_for_row_and_type_for_type(spark, built):
     for sf, dbt in ((SF, DBT), (f"{SF}_raw", f"{DBT}_raw")):
         assert tables(spark, sf) == tables(spark, dbt), sf
     assert tables(spark, f"{SF}_raw") == {"raw_orders", "raw_customers"}
-    assert tables(spark, SF) == {"orders", "customers_monthly", "tiers"}  # after_tiers: skipped
+    assert tables(spark, SF) == {"orders", "customers_monthly", "tiers",  # after_tiers: skipped
+                                 "pkg_ranks", "pkg_tiers", "tier_ranks"}  # the package's
     for sf, dbt in ((SF, DBT), (f"{SF}_raw", f"{DBT}_raw")):
         for name in sorted(tables(spark, sf)):
             sf_cols, sf_rows = rows(spark, f"{sf}.{name}")
@@ -221,4 +271,13 @@ def test_a_failing_test_stops_its_descendants_in_both(built):
     assert report.failed
     passed_by_dbt = sorted(n for n, s in dbt_status.items() if s == "pass")
     passed_by_us = sorted(n for kind, n, s in report.lines if kind == "test" and s == "ok")
-    assert len(passed_by_dbt) == len(passed_by_us) == 6, (passed_by_dbt, passed_by_us)
+    # the built-ins, the custom generic tests (on a column, on the model), the singular one,
+    # and the package's (a built-in, its custom one, its singular one)
+    assert len(passed_by_dbt) == len(passed_by_us) == 11, (passed_by_dbt, passed_by_us)
+    # every test under dbt's name, with dbt's status (a warn-severity failure only warns)
+    ours = {n: {"ok": "pass", "skip": "skipped"}.get(s, s) for kind, n, s in report.lines
+            if kind == "test"}
+    nodes = {rel.split("/")[-1].removesuffix(".sql").removesuffix(".csv") for rel in FILES
+             if "models/" in rel or "seeds/" in rel}
+    assert ours == {n: s for n, s in dbt_status.items() if n not in nodes}
+    assert ours["more_rows_than_customers_monthly_100"] == "warn"

@@ -19,8 +19,8 @@ from sqlflow.analysis.ir import InputRel, ModelIR
 from sqlflow.analysis.stream_safety import check, stream_input_findings
 from sqlflow.errors import Diagnostic, Location, SqlflowError
 from sqlflow.planning.delta.linear import DeltaRuleError
-from sqlflow.planning.plan import COMMIT_LOG, Mode, Plan
-from sqlflow.planning.planner import build_plan
+from sqlflow.planning.plan import COMMIT_LOG, BatchPlan, Mode, Plan
+from sqlflow.planning.planner import build_plan, with_incremental
 from sqlflow.project.config import column_list
 from sqlflow.project.dag import Dag
 from sqlflow.project.eventtime import EventTime
@@ -113,6 +113,17 @@ def compile_project(project_dir: Path, *, mode: Mode, select: Sequence[str] | No
                            "incremental strategy covers")
                 for d in exc.diagnostics)
             continue
+        again = everything.incremental.get(name)
+        if again is not None and isinstance(plan, BatchPlan):  # docs/semantics.md, "Incremental models"
+            try:
+                inc_ir = analyze(again.sql, model=name, path=again.path, mode=mode,
+                                 inputs={k: v for k, v in inputs.items() if k not in inlined},
+                                 locate=again.locate, ctes=[(str(e.relation), e.sql) for e in chain],
+                                 partition_by=column_list(rendered.config.partition_by))
+                plan = with_incremental(plan, again, inc_ir)
+            except SqlflowError as exc:
+                result.diagnostics.extend(exc.diagnostics)
+                continue
         # kept so Spark's analysis errors name the model line (sqlflow.runtime.analysis_errors)
         result.plans[name] = dataclasses.replace(plan, source_map=rendered.source_map)
     if parse_errors:

@@ -142,7 +142,9 @@ def test_lineage_sees_through_ephemerals_to_seeds(tmp_path):
 def test_data_tests_render_through_dbts_test_macros(tmp_path):
     from sqlflow.rendering.data_tests import data_tests
 
-    root = make_project(tmp_path, files={**SEEDS, "tests/few.sql": "select * from {{ ref('m') }} where a > 9"},
+    root = make_project(tmp_path, files={**SEEDS, "tests/few.sql": "select * from {{ ref('m') }} where a > 9",
+                                         "tests/generic/custom.sql": "{% test my_custom_test(model, "
+                                         "column_name) %}select 1 from {{ model }}{% endtest %}"},
                         models={"m.sql": "select id as a from {{ ref('raw_customers') }}"},
                         yml={"m.yml": """\
                             models:
@@ -156,15 +158,17 @@ def test_data_tests_render_through_dbts_test_macros(tmp_path):
                                       - my_custom_test
                             """})
     tests, skipped = data_tests(load_project(root), make_target())
-    by_name = {t.name: t for t in tests}
-    assert set(by_name) == {"unique_m_a", "relationships_m_a", "accepted_values_m_a", "few"}
+    by_name = {t.name: t for t in tests}  # dbt's node names
+    relationships, accepted = "relationships_m_a__id__ref_raw_customers_", "accepted_values_m_a__1__2"
+    assert set(by_name) == {"unique_m_a", relationships, accepted, "my_custom_test_m_a", "few"}
     unique = " ".join(by_name["unique_m_a"].sql.split())
     assert "from dw.m where a is not null group by a having count(*) > 1" in unique
-    assert by_name["relationships_m_a"].refs == ("m", "raw_customers")
-    assert "'1','2'" in by_name["accepted_values_m_a"].sql.replace("\n", "").replace(" ", "")
-    assert by_name["accepted_values_m_a"].severity == "warn"
+    assert by_name[relationships].refs == ("m", "raw_customers")
+    assert "'1','2'" in by_name[accepted].sql.replace("\n", "").replace(" ", "")
+    assert by_name[accepted].severity == "warn"
+    assert by_name["my_custom_test_m_a"].sql.strip() == "select 1 from dw.m"
     assert by_name["few"].refs == ("m",)
-    assert [s.name for s in skipped] == ["my_custom_test_m_a"]
+    assert skipped == []
 
 
 def test_seeds_are_selectable_nodes_of_their_own_resource_type(tmp_path):

@@ -198,9 +198,6 @@ def test_cli_runs_a_bounded_stream_and_prints_each_micro_batch(spark, setup):
     again = CliRunner().invoke(main, args + ["--trigger", "available-now", "--full-refresh"])
     assert again.exit_code == 0, again.output
     assert Counter(map(tuple, spark.table(plan.sink.table).collect())) == sink_rows
-    batch = CliRunner().invoke(main, ["--project-dir", str(setup.stream.project_dir), "run",
-                                      "--mode", "batch", "--full-refresh"])
-    assert batch.exit_code == 1 and "--full-refresh applies to --mode stream only" in batch.output
 
 
 def test_an_interval_trigger_keeps_running_and_picks_up_new_commits(spark, setup):

@@ -23,6 +23,7 @@ from sqlglot import exp
 
 from sqlflow.analysis.ir import InputRel, JoinIR, ModelIR
 from sqlflow.dialect import DIALECT
+from sqlflow.planning.incremental_model import IncrementalRun
 from sqlflow.project.eventtime import EventTime, HasEventTime
 from sqlflow.project.runmode import AVAILABLE_NOW, Mode
 from sqlflow.rendering.sourcemap import SourceMap
@@ -161,6 +162,8 @@ class BatchPlan:
     mode: Literal["batch"] = "batch"
     warnings: tuple[str, ...] = ()
     quarantine_origin: str = ""  # the config line naming the quarantine table (ownership)
+    # an `incremental` model: its run when the table exists (sqlflow.planning.incremental_model)
+    incremental: IncrementalRun | None = None
     source_map: SourceMap | None = source_map_field()
 
     kind: ClassVar[PlanKind] = "batch"

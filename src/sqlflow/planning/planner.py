@@ -9,7 +9,9 @@ from typing import Any
 from sqlglot import exp
 
 from sqlflow.analysis.ir import InputRel, JoinIR, ModelIR
+from sqlflow.errors import SqlflowError
 from sqlflow.planning.formats import DBT_MATERIALIZATIONS, file_format
+from sqlflow.planning.incremental_model import IncrementalRun, incremental_run
 from sqlflow.planning.plan import (
     COMMIT_LOG,
     BatchPlan,
@@ -75,6 +77,20 @@ def build_plan(rendered: Any, ir: ModelIR, mode: Mode, *,
         backfill_margin_us=backfill_margin(ir, partition_by) if views else None, warnings=warnings,
         dim=dim_plan(unpinned, views),
     )
+
+
+def with_incremental(plan: BatchPlan, rendered: Any, ir: ModelIR) -> BatchPlan:
+    """`plan` of an incremental model, with its run over the existing table: `rendered` and
+    `ir` are the model rendered with `is_incremental()` true (`sqlflow.planning.incremental_model`).
+    SqlflowError at the strategy's config line for a strategy dbt-spark refuses."""
+    raw = rendered.source_map.raw_lines if rendered.source_map else ()
+    origin = config_line(rendered.path, "\n".join(raw), "incremental_strategy", "file_format")
+    views = {b.relation: b.view for b in plan.sources if b.view}
+    found = incremental_run(rendered.config, spark_sql(bind_relations(ir.ast, views)),
+                            plan.sink.file_format, origin)
+    if not isinstance(found, IncrementalRun):
+        raise SqlflowError(diagnostics=[found])
+    return dataclasses.replace(plan, incremental=found)
 
 
 def _sink_origin(rendered: Any) -> str:

@@ -17,8 +17,10 @@ from sqlflow.project.config import check_layer, merge_config, normalize_keys, pr
 from sqlflow.project.left_to_dbt import dbt_only_notices
 from sqlflow.project.packages import (
     INTERNAL,
+    PACKAGES_DIR,
     MacroDef,
     MacroPackage,
+    generic_test_paths,
     installed_packages,
     internal_package,
     read_macro_files,
@@ -61,6 +63,7 @@ class ModelProperties(BaseModel):
     config: dict[str, Any] = Field(default_factory=dict)
     path: str = ""
     line: int = 0
+    tests: tuple[Any, ...] = ()  # model-level generic tests (`data_tests:` / `tests:`)
 
 
 class ModelNode(BaseModel):
@@ -126,6 +129,7 @@ def load_project(project_dir: Path) -> Project:
     packages = {**installed_packages(root, sink), INTERNAL: internal_package()}
     seeds = read_seeds(root, pfile.name, pfile.seed_paths, pfile.seeds, sink,
                        tuple(pfile.model_paths))
+    package_tests = _package_nodes(root, pfile, models, sources, seeds, sink)
     for name in seeds.keys() & models.keys():
         sink.error(f"a seed and a model are both named `{name}` ({seeds[name].path} and "
                    f"{models[name].path})", Location(seeds[name].path),
@@ -136,11 +140,43 @@ def load_project(project_dir: Path) -> Project:
         model_paths=tuple(pfile.model_paths), macro_paths=tuple(pfile.macro_paths),
         models=models, sources=sources, macros=macros, macro_files=macro_files,
         packages=packages, dispatch=_dispatch(pfile, sink), seeds=seeds,
-        test_paths=tuple(pfile.test_paths),
+        test_paths=(*pfile.test_paths, *package_tests),
         warnings=tuple(sink.warnings) + tuple(_unused_paths(pfile, models)) + tuple(
             dbt_only_notices(root, pfile.model_paths,
                              (pfile.model_extra or {}).get("snapshot-paths") or ["snapshots"])),
     )
+
+
+def _package_nodes(root: Path, pfile: ProjectFile, models: dict[str, ModelNode],
+                   sources: dict[str, SourceTable], seeds: dict[str, SeedNode],
+                   sink: DiagnosticSink) -> list[str]:
+    """The models, sources and seeds of every package installed under `dbt_packages/`, added
+    to the project's, as dbt loads them (docs/semantics.md, "Macros, packages and
+    adapter.dispatch"): each one's fqn starts with its package's name, its config is the
+    package's `models:`/`seeds:` tree with the root project's over it. Returns the packages'
+    test paths (their singular tests), relative to `root`."""
+    tests: list[str] = []
+    folder = root / PACKAGES_DIR
+    for pdir in sorted(folder.iterdir()) if folder.is_dir() else []:
+        if not (pdir / PROJECT_FILE).is_file():
+            continue
+        try:
+            ppf, _ = _read_project_file(pdir)
+        except SqlflowError:
+            continue  # reported by the package's macro loading (packages.installed_packages)
+        props, _ = _read_ymls(pdir, ppf, sink, shown=root, sources=sources)
+        _build_models(pdir, ppf, _model_files(pdir, ppf, shown=root), props, sink,
+                      trees=(ppf.models, pfile.models), models=models)
+        for name, seed in read_seeds(pdir, ppf.name, ppf.seed_paths, ppf.seeds, sink,
+                                     tuple(ppf.model_paths), shown=root,
+                                     over=pfile.seeds).items():
+            if name in seeds or name in models:
+                sink.error(f"package `{ppf.name}` has a seed named `{name}` like another node",
+                           Location(seed.path), "rename one of them")
+                continue
+            seeds[name] = seed
+        tests += [(pdir / t).relative_to(root).as_posix() for t in ppf.test_paths]
+    return tests
 
 
 def _read_project_file(root: Path) -> tuple[ProjectFile, Any]:
@@ -180,21 +216,26 @@ def _check_tree(tree: Any, lines: Any, sink: DiagnosticSink) -> None:
             _check_tree(value, value, sink)
 
 
-def _model_files(root: Path, pfile: ProjectFile) -> list[tuple[str, Path, tuple[str, ...]]]:
-    """(project-relative path, file, fqn) of every model .sql file, in path order."""
+def _model_files(root: Path, pfile: ProjectFile,
+                 shown: Path | None = None) -> list[tuple[str, Path, tuple[str, ...]]]:
+    """(path relative to `shown`, the project by default; file, fqn) of every model .sql file,
+    in path order."""
     out = []
     for mpath in pfile.model_paths:
         base = root / mpath
         for file in sorted(base.rglob("*.sql")) if base.is_dir() else []:
-            rel = file.relative_to(root).as_posix()
+            rel = file.relative_to(shown or root).as_posix()
             parts = file.relative_to(base).with_suffix("").parts
             out.append((rel, file, (pfile.name, *parts)))
     return out
 
 
 def _build_models(root: Path, pfile: ProjectFile, files: list, props: dict[str, ModelProperties],
-                  sink: DiagnosticSink) -> dict[str, ModelNode]:
-    models: dict[str, ModelNode] = {}
+                  sink: DiagnosticSink, trees: tuple[dict[str, Any], ...] | None = None,
+                  models: dict[str, ModelNode] | None = None) -> dict[str, ModelNode]:
+    """The models of `files` added to `models`; configs from the `models:` `trees` (the
+    project's own; a package's, then the root project's over it)."""
+    models = {} if models is None else models
     for rel, file, fqn in files:
         name = fqn[-1]
         why = problem(name)  # docs/semantics.md, "Names": a model's name becomes its table's
@@ -207,8 +248,9 @@ def _build_models(root: Path, pfile: ProjectFile, files: list, props: dict[str, 
                        Location(rel), "rename one of the files; model names are unique")
             continue
         config: dict[str, Any] = {}
-        for layer in project_layers(pfile.models, fqn):
-            config = merge_config(config, layer)
+        for tree in (pfile.models,) if trees is None else trees:
+            for layer in project_layers(tree, fqn):
+                config = merge_config(config, layer)
         prop = props.get(name)
         if prop is not None:
             config = merge_config(config, prop.config)
@@ -247,15 +289,17 @@ def _unused_paths(pfile: ProjectFile, models: dict[str, ModelNode]) -> list[Diag
 _FOLDED_PROPERTIES = ("tags", "meta", "docs", "access", "group")
 
 
-def _read_ymls(root: Path, pfile: ProjectFile,
-               sink: DiagnosticSink) -> tuple[dict[str, ModelProperties], dict[str, SourceTable]]:
+def _read_ymls(root: Path, pfile: ProjectFile, sink: DiagnosticSink,
+               shown: Path | None = None,
+               sources: dict[str, SourceTable] | None = None,
+               ) -> tuple[dict[str, ModelProperties], dict[str, SourceTable]]:
     props: dict[str, ModelProperties] = {}
-    sources: dict[str, SourceTable] = {}
+    sources = {} if sources is None else sources
     for mpath in pfile.model_paths:
         base = root / mpath
         files = sorted([*base.rglob("*.yml"), *base.rglob("*.yaml")]) if base.is_dir() else []
         for file in files:
-            rel = file.relative_to(root).as_posix()
+            rel = file.relative_to(shown or root).as_posix()
             data = load_yaml(file, rel)
             if not isinstance(data, dict):
                 continue
@@ -304,7 +348,8 @@ def _add_model_props(entry: dict, rel: str, props: dict[str, ModelProperties],
     sink.items.extend(check_layer(config, where, getattr(entry.get("config"), "key_lines", None)))
     props[name] = ModelProperties(description=entry.get("description") or "",
                                   columns=columns_of(entry, rel, sink), config=config,
-                                  path=rel, line=where.line)
+                                  path=rel, line=where.line,
+                                  tests=tuple(entry.get("data_tests") or entry.get("tests") or ()))
 
 
 # --- macros and seeds ----------------------------------------------------------------------------
@@ -312,7 +357,8 @@ def _add_model_props(entry: dict, rel: str, props: dict[str, ModelProperties],
 
 def _read_macros(root: Path, pfile: ProjectFile,
                  sink: DiagnosticSink) -> tuple[dict[str, MacroDef], dict[str, str]]:
-    package = read_macro_files(pfile.name, sql_files(root, pfile.macro_paths, root), sink)
+    folders = [*pfile.macro_paths, *generic_test_paths(pfile.test_paths)]  # `{% test %}` blocks too
+    package = read_macro_files(pfile.name, sql_files(root, folders, root), sink)
     return dict(package.macros), dict(package.files)
 
 

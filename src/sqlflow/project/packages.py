@@ -5,7 +5,8 @@ and adapter.dispatch"): the root project, each installed package under `dbt_pack
 `dbt deps` fills; each one a dbt project with its own `dbt_project.yml` and `macro-paths`),
 and the internal package `dbt`: dbt-adapters' global project plus dbt-spark's macros, read
 from the installed Python packages so `dbt.date_trunc` or `dbt.type_string` expand exactly
-as dbt-spark expands them. Only macros are loaded from packages; a package's models are not.
+as dbt-spark expands them. A package's models, seeds and tests are loaded with the project's
+(`sqlflow.project.load`).
 """
 
 from __future__ import annotations
@@ -45,9 +46,9 @@ class MacroPackage(BaseModel):
 
 
 class _SkipBlock(jinja2.ext.Extension):
-    """dbt's `{% materialization %}`, `{% test %}`, `{% docs %}` blocks: parsed, not callable."""
+    """dbt's `{% materialization %}`, `{% docs %}`, `{% snapshot %}` blocks: parsed, not callable."""
 
-    tags = {"materialization", "test", "docs", "snapshot"}
+    tags = {"materialization", "docs", "snapshot"}
 
     def parse(self, parser: Any) -> Any:
         tag = next(parser.stream)
@@ -57,8 +58,25 @@ class _SkipBlock(jinja2.ext.Extension):
         return jinja2.nodes.Output([], lineno=tag.lineno)
 
 
+class _TestBlock(jinja2.ext.Extension):
+    """dbt's `{% test name(model, column_name) %}` block: the macro `test_<name>`, as dbt's own
+    TestExtension makes it (a custom generic test, run by `sqlflow build`)."""
+
+    tags = {"test"}
+
+    def parse(self, parser: Any) -> Any:
+        node = jinja2.nodes.Macro(lineno=next(parser.stream).lineno)
+        node.name = TEST_PREFIX + parser.parse_assign_target(name_only=True).name
+        parser.parse_signature(node)
+        node.body = parser.parse_statements(("name:endtest",), drop_needle=True)
+        return node
+
+
+TEST_PREFIX = "test_"  # dbt's get_test_macro_name
+
+
 def macro_environment_extensions() -> list[Any]:
-    return ["jinja2.ext.do", "jinja2.ext.loopcontrols", _SkipBlock]
+    return ["jinja2.ext.do", "jinja2.ext.loopcontrols", _SkipBlock, _TestBlock]
 
 
 _PARSE_ENV = jinja2.Environment(extensions=macro_environment_extensions())
@@ -101,6 +119,11 @@ def sql_files(root: Path, folders: list[str] | tuple[str, ...], shown: Path) -> 
     return out
 
 
+def generic_test_paths(test_paths: list[str] | tuple[str, ...]) -> list[str]:
+    """Where dbt reads custom generic tests besides the macro paths: `<test path>/generic`."""
+    return [f"{folder.rstrip('/')}/generic" for folder in test_paths]
+
+
 def installed_packages(root: Path, sink: DiagnosticSink) -> dict[str, MacroPackage]:
     """`dbt_packages/<dir>/`: each a dbt project; keyed by the `name:` of its dbt_project.yml."""
     out: dict[str, MacroPackage] = {}
@@ -116,7 +139,8 @@ def installed_packages(root: Path, sink: DiagnosticSink) -> dict[str, MacroPacka
             sink.error("a package's dbt_project.yml needs a `name:`", Location(rel, 1),
                        "reinstall the package with `dbt deps`")
             continue
-        paths = data.get("macro-paths") or ["macros"]
+        paths = [*(data.get("macro-paths") or ["macros"]),
+                 *generic_test_paths(data.get("test-paths") or ["tests"])]
         out[name] = read_macro_files(name, sql_files(pdir, paths, root), sink)
     return out
 

@@ -60,13 +60,14 @@ class SeedNode(BaseModel):
     sources: tuple[tuple[str, str], ...] = ()
 
 
-def _yml_entries(root: Path, folders: list[str], sink: DiagnosticSink) -> dict[str, tuple[str, dict]]:
+def _yml_entries(root: Path, folders: list[str], sink: DiagnosticSink,
+                 shown: Path | None = None) -> dict[str, tuple[str, dict]]:
     out: dict[str, tuple[str, dict]] = {}
     for folder in folders:
         base = root / folder
         files = sorted([*base.rglob("*.yml"), *base.rglob("*.yaml")]) if base.is_dir() else []
         for file in files:
-            rel = file.relative_to(root).as_posix()
+            rel = file.relative_to(shown or root).as_posix()
             data = load_yaml(file, rel)
             entries = data.get("seeds") if isinstance(data, dict) else None
             for entry in entries if isinstance(entries, list) else []:
@@ -76,14 +77,17 @@ def _yml_entries(root: Path, folders: list[str], sink: DiagnosticSink) -> dict[s
 
 
 def read_seeds(root: Path, project: str, seed_paths: list[str], tree: dict[str, Any],
-               sink: DiagnosticSink, model_paths: tuple[str, ...] = ("models",)) -> dict[str, SeedNode]:
-    """Every `<seed-path>/**/*.csv`, keyed by file name, with its config; problems to `sink`."""
-    ymls = _yml_entries(root, [*seed_paths, *model_paths], sink)
+               sink: DiagnosticSink, model_paths: tuple[str, ...] = ("models",), *,
+               shown: Path | None = None, over: dict[str, Any] | None = None) -> dict[str, SeedNode]:
+    """Every `<seed-path>/**/*.csv`, keyed by file name, with its config; problems to `sink`.
+    A package's seeds: `shown` is the root project (paths are relative to it) and `over` its
+    `seeds:` tree, applied over the package's own."""
+    ymls = _yml_entries(root, [*seed_paths, *model_paths], sink, shown)
     seeds: dict[str, SeedNode] = {}
     for folder in seed_paths:
         base = root / folder
         for file in sorted(base.rglob("*.csv")) if base.is_dir() else []:
-            rel = file.relative_to(root).as_posix()
+            rel = file.relative_to(shown or root).as_posix()
             fqn = (project, *file.relative_to(base).with_suffix("").parts)
             name = fqn[-1]
             why = problem(name)
@@ -96,7 +100,7 @@ def read_seeds(root: Path, project: str, seed_paths: list[str], tree: dict[str, 
                            Location(rel), "rename one of the files")
                 continue
             config: dict[str, Any] = {}
-            for layer in project_layers(tree or {}, fqn):
+            for layer in [*project_layers(tree or {}, fqn), *project_layers(over or {}, fqn)]:
                 config = merge_config(config, layer)
             yml_path, entry = ymls.get(name, ("", {}))
             if isinstance(entry.get("config"), dict):

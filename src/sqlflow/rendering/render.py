@@ -118,6 +118,9 @@ class Renderer:
         self._model_relations: dict[str, Relation] = {}
         self._seed_relations: dict[str, Relation] = {}
         self.run_started_at = datetime.now(timezone.utc)
+        # `is_incremental()`: false, except while `render_incremental` renders an incremental
+        # model's run over its existing table (docs/semantics.md, "Incremental models")
+        self.incremental = False
         self._macros_call_config = any(
             _CONFIG_CALL.search(text) for text in project.macro_files.values())
         self._files = {m.path for m in project.models.values()} | set(project.macro_files)
@@ -138,6 +141,16 @@ class Renderer:
             sources=tuple(dict.fromkeys(ctx.sources)), config=config,
             relation=self.relation_of(name), inputs=tuple(dict.fromkeys(ctx.inputs)),
             source_map=source_map)
+
+    def render_incremental(self, name: str) -> RenderedModel:
+        """Render incremental model `name` as dbt renders it over its existing table:
+        `is_incremental()` true (the config stays the one rendered with it false, as dbt's
+        parse-time config)."""
+        self.incremental = True
+        try:
+            return self.render(name)
+        finally:
+            self.incremental = False
 
     def render_node(self, node: ModelNode, extra: dict[str, Any] | None = None) -> RenderedModel:
         """Render a node that is not one of the project's models (a dbt data test) as a model
@@ -243,7 +256,7 @@ class Renderer:
                   "database": None}
         return {
             "target": target, "var": Var(self.vars), "env_var": env_var,
-            "is_incremental": lambda: False, "return": return_, "log": log_,
+            "is_incremental": lambda: self.incremental, "return": return_, "log": log_,
             "exceptions": EXCEPTIONS, "modules": MODULES, "execute": True,
             "run_query": no_warehouse("run_query"), "statement": no_warehouse("statement"),
             "dbt_version": "1.11", "project_name": self.project.name,
@@ -299,6 +312,10 @@ class _ModelRun:
             "model": _node_dict(node, config),
         })
         self.macros = _MacroRuntime(renderer, self.context)
+        package = node.fqn[0] if node.fqn else renderer.project.name
+        if package != renderer.project.name and package in renderer.project.packages:
+            # a package's model sees its package's macros first, as dbt renders it
+            self.context = self.macros.context_for(package)
 
     def ref(self, *args: str, **kwargs: Any) -> Relation:
         name = self._ref_name(args, kwargs)
@@ -335,10 +352,13 @@ class _ModelRun:
                                hint="drop the `version=` argument")
         project = self.renderer.project
         if len(args) == 2 and args[0] != project.name and args[0] in project.packages:
-            raise SqlflowError(f"`ref('{args[0]}', '{args[1]}')`: sqlflow loads no models from "
-                               f"package `{args[0]}`",
-                               hint=f"ref a model of this project, `{project.name}`; "
-                                    "packages under dbt_packages/ give macros only")
+            fqns = {**{n: m.fqn for n, m in project.seeds.items()},
+                    **{n: m.fqn for n, m in project.models.items()}}
+            if fqns.get(args[1], ("",))[0] != args[0]:
+                raise SqlflowError(f"`ref('{args[0]}', '{args[1]}')`: package `{args[0]}` has no "
+                                   f"model or seed `{args[1]}`", hint=did_you_mean(
+                                       args[1], [n for n, f in fqns.items() if f[0] == args[0]]))
+            return args[1]
         if len(args) == 2 and args[0] != project.name:
             raise SqlflowError(f"`ref('{args[0]}', '{args[1]}')`: unknown package `{args[0]}`",
                                hint=f"models are refd from this project, `{project.name}`")
@@ -506,6 +526,8 @@ class RenderedProject:
     models: dict[str, RenderedModel]
     dag: Dag
     seeds: dict[str, Relation] = field(default_factory=dict)  # selected seeds -> their tables
+    # each selected `incremental` model rendered with `is_incremental()` true
+    incremental: dict[str, RenderedModel] = field(default_factory=dict)
 
     @property
     def order(self) -> tuple[str, ...]:
@@ -546,5 +568,8 @@ def render_project(project: Project, target: Any, mode: Mode = "batch",
     fqns = {**{n: project.models[n].fqn for n in rendered}, **{s.name: s.fqn for s in seeds}}
     dag = build_dag([*rendered.values(), *seeds], fqns)  # seeds are nodes: ordered and selectable
     chosen = dag.select(select)
+    incremental = {n: renderer.render_incremental(n) for n in chosen if n in rendered
+                   and rendered[n].config.materialized == "incremental"}
     return RenderedProject({n: rendered[n] for n in chosen if n in rendered}, dag,
-                           {n: renderer.seed_relation(n) for n in chosen if n in project.seeds})
+                           {n: renderer.seed_relation(n) for n in chosen if n in project.seeds},
+                           incremental)

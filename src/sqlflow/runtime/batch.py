@@ -20,6 +20,7 @@ only the output is filtered. Both give the same rows (tests/runtime/test_batch_r
 
 from __future__ import annotations
 
+import dataclasses
 import time
 import uuid
 from collections.abc import Mapping
@@ -32,7 +33,7 @@ from pyspark.sql import functions as F
 from sqlflow.engine.context import Context
 from sqlflow.errors import Location, SqlflowError
 from sqlflow.planning.plan import COMMIT_LOG, BatchPlan
-from sqlflow.runtime import fault_points, sink_partitions, snapshot
+from sqlflow.runtime import dbt_incremental, fault_points, sink_partitions, snapshot
 from sqlflow.runtime import quarantine as Q
 from sqlflow.runtime.analysis_errors import model_errors
 from sqlflow.runtime.delta.deltalog import latest_version
@@ -49,10 +50,13 @@ except ImportError:  # pragma: no cover
 
 
 def run_batch(ctx: Context, plan: BatchPlan, *, start: date | None = None,
-              end: date | None = None, versions: Mapping[str, int] | None = None) -> RunResult:
+              end: date | None = None, versions: Mapping[str, int] | None = None,
+              full_refresh: bool = False) -> RunResult:
     """Run one model's batch plan on `ctx.spark`; see the module docstring. `versions` pins
     inputs to a Delta version (`sqlflow audit`: what a stream had processed); others: latest.
 
+    An `incremental` model runs incrementally when its table exists, unless `full_refresh`
+    (`sqlflow.runtime.dbt_incremental`); a date range backfills it from its plain SQL.
     Raises SqlflowError naming the model for anything that stops it: a missing input table,
     a bad range, or Spark refusing the SQL or the write.
     """
@@ -60,6 +64,10 @@ def run_batch(ctx: Context, plan: BatchPlan, *, start: date | None = None,
     dates = DateRange.of(start, end)
     if plan.sink.write != "overwrite_partitions":
         dates = None  # a table or view is rebuilt whole; a range does not apply
+    if dates is None:
+        plan = dbt_incremental.choose(spark, plan, full_refresh=full_refresh)
+    else:
+        plan = dataclasses.replace(plan, incremental=None)
     began = time.monotonic()
     _check_plan(spark, plan)
     cached: list[DataFrame] = []
@@ -189,6 +197,8 @@ def _write_sink(spark: SparkSession, plan: BatchPlan, dates: DateRange | None) -
     checked = sink_partitions.check(plan.sink, rows)
     if checked is not None:  # its bad rows went to the quarantine (`_poisoned`)
         rows = sink_partitions.clean(checked)
+    if plan.incremental is not None:  # chosen: the table exists, not a full refresh
+        return dbt_incremental.write(spark, plan, rows)
     where = None
     if dates is not None:
         where = range_predicate(rows, plan.sink.partition_by[0], dates, model=plan.model)

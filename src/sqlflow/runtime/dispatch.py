@@ -41,7 +41,7 @@ def is_stream(plan: Plan) -> TypeGuard[StreamingPlan]:
 
 
 def run_batch(ctx: Context, plan: BatchPlan | RoutedPlan, *, start: date | None = None,
-              end: date | None = None) -> Iterator[RunResult]:
+              end: date | None = None, full_refresh: bool = False) -> Iterator[RunResult]:
     """Backfill one plan: one `RunResult` for a model, one per target for a routed group.
     A model with a stream checkpoint is refused while a stream run of it runs (`run_lock`)."""
     checkpoint = _stream_checkpoint(ctx, plan)
@@ -51,7 +51,7 @@ def run_batch(ctx: Context, plan: BatchPlan | RoutedPlan, *, start: date | None 
         if isinstance(plan, RoutedPlan):
             yield from routing.run_routed_batch(ctx, plan, start=start, end=end)
         else:
-            yield batch.run_batch(ctx, plan, start=start, end=end)
+            yield batch.run_batch(ctx, plan, start=start, end=end, full_refresh=full_refresh)
     finally:
         if checkpoint is not None:
             run_lock.release(checkpoint)
@@ -71,8 +71,9 @@ def _what(plan: Plan) -> str:
 
 
 def run_models(ctx: Context, plans: Sequence[BatchPlan | RoutedPlan], *, start: date | None = None,
-               end: date | None = None) -> Iterator[RunResult]:
+               end: date | None = None, full_refresh: bool = False) -> Iterator[RunResult]:
     """Run `plans` in order (compile_project's order: inputs first), yielding each result.
+    `full_refresh`: `incremental` models are rebuilt, as `dbt run --full-refresh` does.
 
     Stops at the first model that fails: later models read its table, so running them would
     build on stale or missing rows. The SqlflowError raised names the model and why.
@@ -81,7 +82,7 @@ def run_models(ctx: Context, plans: Sequence[BatchPlan | RoutedPlan], *, start: 
     # docs/semantics.md, "Table ownership": refuse the run before any table is touched
     ownership.check_plans(ctx.spark, plans, action="replace")
     for plan in plans:
-        yield from run_batch(ctx, plan, start=start, end=end)
+        yield from run_batch(ctx, plan, start=start, end=end, full_refresh=full_refresh)
 
 
 def check_stream(spark: SparkSession, plan: StreamingPlan) -> None:

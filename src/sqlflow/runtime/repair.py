@@ -77,7 +77,7 @@ def repair_model(ctx: Context, plan: BatchPlan, *,
                 if on_run:
                     on_run(runs[-1])
         else:  # not partitioned by date: the table is rebuilt whole
-            runs.append(run_batch(ctx, plan))
+            runs.append(run_batch(ctx, plan, full_refresh=True))
             if on_run:
                 on_run(runs[-1])
     still = tuple(C.open_partitions(spark, [plan.sink.table]))

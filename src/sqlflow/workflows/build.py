@@ -55,8 +55,9 @@ def seed_project(ctx: Context, out: Console, err: Console, *, select: Sequence[s
 def build_project(ctx: Context, out: Console, err: Console, *,
                   select: Sequence[str] | None = None,
                   exclude: Sequence[str] | None = None, adopt_dbt_tables: bool = False,
-                  vars: dict[str, Any] | None = None) -> BuildReport:
-    """`sqlflow build`: seeds, models and tests of the selection in DAG order."""
+                  vars: dict[str, Any] | None = None, full_refresh: bool = False) -> BuildReport:
+    """`sqlflow build`: seeds, models and tests of the selection in DAG order;
+    `full_refresh` rebuilds `incremental` models (`dbt build --full-refresh`)."""
     compiled = _compile(ctx, err, select, vars, exclude)
     plans = plans_for_run(ctx, "batch", err, select=select, vars=vars, exclude=exclude,
                           adopt_dbt_tables=adopt_dbt_tables)
@@ -89,7 +90,7 @@ def build_project(ctx: Context, out: Console, err: Console, *,
             report.lines += [("model", m, "skip") for m in models]
             continue
         try:
-            for run in run_models(ctx, [cast(BatchPlan | RoutedPlan, plan)]):
+            for run in run_models(ctx, [cast(BatchPlan | RoutedPlan, plan)], full_refresh=full_refresh):
                 out.print(escape(f"model {run.model}: {run.sink.rows:,} rows ({run.seconds:.1f}s)"),
                           soft_wrap=True)
         except SqlflowError as exc:

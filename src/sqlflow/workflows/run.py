@@ -66,14 +66,16 @@ def _no_adoption(plan: Plan) -> Plan:
 
 
 def run_batch_plans(ctx: Context, plans: Sequence[Plan], out: Console, *,
-                    start: date | None = None, end: date | None = None) -> list[RunResult]:
+                    start: date | None = None, end: date | None = None,
+                    full_refresh: bool = False) -> list[RunResult]:
     """Run batch plans in order with a progress line each and a summary table at the end,
-    printed even when a model fails (its SqlflowError propagates)."""
+    printed even when a model fails (its SqlflowError propagates). `full_refresh`: rebuild
+    `incremental` models (`dbt run --full-refresh`)."""
     dates = DateRange.of(start, end)
     done: list[RunResult] = []
     try:
         batch_plans = cast(Sequence[BatchPlan | RoutedPlan], plans)  # batch mode plans no StreamPlan
-        for run in run_models(ctx, batch_plans, start=start, end=end):
+        for run in run_models(ctx, batch_plans, start=start, end=end, full_refresh=full_refresh):
             done.append(run)
             out.print(escape(progress_line(run)), soft_wrap=True)
     finally:

@@ -37,7 +37,9 @@ from sqlflow.project.runmode import Mode
 @click.option("--vars", "vars_text", default=None, help="YAML mapping of vars, overriding dbt_project.yml.")
 @click.option("--full-refresh", is_flag=True,
               help="Stream mode: drop each selected stream model's tables (sink, quarantine; a "
-                   "routed group: every target) and its checkpoint, and rebuild them from a new query.")
+                   "routed group: every target) and its checkpoint, and rebuild them from a new query. "
+                   "Batch mode: rebuild `incremental` models instead of running them "
+                   "incrementally, as `dbt run --full-refresh`.")
 @click.option("--stop-timeout", default="30 seconds", show_default=True,
               help="Stream service: on SIGTERM or Ctrl-C, how long a running micro-batch may "
                    "take to finish before it is abandoned (its replay writes nothing twice).")
@@ -72,9 +74,6 @@ def run_cmd(mode: Mode, trigger: str | None, start, end, select: tuple[str, ...]
                            hint="a stream run processes whatever its inputs hold")
     if mode == "batch" and trigger:
         raise SqlflowError("--trigger applies to --mode stream only")
-    if mode == "batch" and full_refresh:
-        raise SqlflowError("--full-refresh applies to --mode stream only",
-                           hint="a batch run already replaces every partition it computes")
     refuse_over_connect(ctx.target, mode)
     plans = plans_for_run(ctx, mode, err_console, select=select, vars=parse_vars(vars_text),
                           exclude=exclude, adopt_dbt_tables=adopt_dbt_tables)
@@ -90,7 +89,7 @@ def run_cmd(mode: Mode, trigger: str | None, start, end, select: tuple[str, ...]
         if any(r.state == "failed" for r in rows):
             sys.exit(1)
     else:
-        run_batch_plans(ctx, plans, console, start=first, end=last)
+        run_batch_plans(ctx, plans, console, start=first, end=last, full_refresh=full_refresh)
 
 
 command = run_cmd

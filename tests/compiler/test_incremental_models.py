@@ -1,0 +1,90 @@
+"""An `incremental` model compiles to two SQLs (`is_incremental()` false and true) and dbt-spark's
+strategy; custom generic tests (`{% test %}` blocks) render like dbt's. No Spark."""
+
+from __future__ import annotations
+
+import pytest
+
+from helpers import make_project
+from sqlflow.compiler import compile_project
+from sqlflow.errors import SqlflowError
+from sqlflow.project.load import load_project
+from sqlflow.rendering.data_tests import data_tests
+from sqlflow.runtime.dbt_incremental import merge_sql
+
+BASE = {"base.sql": "{{ config(materialized='table') }}\nselect 1 as id, 2 as v"}
+NEWER = "{% if is_incremental() %}where id > (select max(id) from {{ this }}){% endif %}"
+
+
+def compile_one(tmp_path, config: str):
+    project = make_project(tmp_path, models={
+        **BASE, "inc.sql": f"{{{{ config(materialized='incremental'{config}) }}}}\n"
+                           f"select id, v from {{{{ ref('base') }}}}\n{NEWER}\n"})
+    return compile_project(project, mode="batch")
+
+
+def test_the_plan_has_the_full_sql_and_the_incremental_one_reading_this(tmp_path):
+    plan = compile_one(tmp_path, ", unique_key=['id'], incremental_strategy='merge', "
+                                 "file_format='delta'").plans["inc"]
+    assert "dw.inc" not in plan.sql and "WHERE" not in plan.sql
+    run = plan.incremental
+    assert run is not None and run.strategy == "merge" and run.unique_key == ("id",)
+    assert "FROM dw.inc" in run.sql and "WHERE" in run.sql
+    assert compile_one(tmp_path / "b", "").plans["inc"].incremental.strategy == "append"
+
+
+@pytest.mark.parametrize(("config", "says"), [
+    (", incremental_strategy='merge'", "needs file_format 'delta'"),
+    (", incremental_strategy='upsert'", "expected one of 'append', 'merge', 'insert_overwrite'"),
+    (", incremental_strategy='microbatch'", "sqlflow dbt run"),
+])
+def test_a_strategy_dbt_spark_refuses_is_an_error_at_its_line(tmp_path, config, says):
+    result = compile_one(tmp_path, config)
+    assert "inc" not in result.plans
+    [error] = result.errors
+    assert says in error.message and str(error.location) == "models/inc.sql:1"
+
+
+def test_merge_without_unique_key_inserts_every_row_as_dbt():
+    sql = merge_sql("dw.t", ["id"], (), ("DBT_INTERNAL_DEST.id > 0",), [])
+    assert "ON DBT_INTERNAL_DEST.id > 0 AND FALSE WHEN MATCHED" in sql
+
+
+def test_custom_generic_tests_render_with_dbts_names(tmp_path):
+    project = make_project(tmp_path, models={
+        **BASE, "schema.yml": """\
+            models:
+              - name: base
+                data_tests:
+                  - min_rows: {n: 1}
+                columns:
+                  - name: id
+                    data_tests: [positive, unique]
+            """}, macros={"checks.sql": """\
+            {% test positive(model, column_name) %}
+            select * from {{ model }} where {{ column_name }} < 0
+            {% endtest %}
+            """}, files={"tests/generic/min_rows.sql": """\
+            {% test min_rows(model, n) %}select 1 from {{ model }} having count(*) < {{ n }}{% endtest %}
+            """})
+    from helpers import make_target
+
+    tests, _ = data_tests(load_project(project), make_target())
+    sqls = {t.name: " ".join(t.sql.split()) for t in tests}
+    assert sqls["positive_base_id"] == "select * from dw.base where id < 0"
+    assert sqls["min_rows_base_1"] == "select 1 from dw.base having count(*) < 1"
+    assert "unique_base_id" in sqls
+
+
+def test_an_undefined_generic_test_is_an_error_at_its_yml(tmp_path):
+    from helpers import make_target
+
+    project = make_project(tmp_path, models={**BASE, "schema.yml": """\
+        models:
+          - name: base
+            columns:
+              - name: id
+                data_tests: [positve]
+        """})
+    with pytest.raises(SqlflowError, match="generic test `positve` is not defined"):
+        data_tests(load_project(project), make_target())
