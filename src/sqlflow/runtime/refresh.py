@@ -18,7 +18,7 @@ from pyspark.sql import SparkSession
 
 from sqlflow.errors import Location, SqlflowError
 from sqlflow.planning.plan import COMMIT_LOG, RoutedPlan, StreamPlan
-from sqlflow.runtime import ownership
+from sqlflow.runtime import ownership, run_lock
 from sqlflow.runtime.delta import commitlog
 from sqlflow.runtime.delta.deltalog import quote
 from sqlflow.runtime.query import checkpoint_dir
@@ -37,14 +37,20 @@ def full_refresh(spark: SparkSession, project_dir: Path | str,
         raise SqlflowError(f"model `{plan.model}`: its checkpoint folder {folder} is not inside "
                            "the project; nothing was dropped", location=Location(plan.path),
                            hint="checkpoints live under the project's .sqlflow/checkpoints/")
-    removed = []
-    for table, *_ in tables:
-        if spark.catalog.tableExists(table):
-            spark.sql(f"DROP TABLE {quote(table)}")
-            removed.append(f"table {table}")
-    if spark.catalog.tableExists(COMMIT_LOG):  # the rebuilt tables start with fresh commit state
-        commitlog.refreshed(spark, [t for t, _ in plan.outputs], plan.model)
-    if folder.exists():
-        shutil.rmtree(folder)
-        removed.append(f"checkpoint {folder}")
+    # a refresh while a stream run of the model runs would pull its tables and checkpoint
+    # from under it: refused like a second run (`run_lock`, docs/semantics.md, "Faults")
+    run_lock.take(folder, what=f"model `{plan.model}`", path=plan.path, action="full refresh")
+    try:
+        removed = []
+        for table, *_ in tables:
+            if spark.catalog.tableExists(table):
+                spark.sql(f"DROP TABLE {quote(table)}")
+                removed.append(f"table {table}")
+        if spark.catalog.tableExists(COMMIT_LOG):  # the rebuilt tables start with fresh commit state
+            commitlog.refreshed(spark, [t for t, _ in plan.outputs], plan.model)
+        if folder.exists():
+            shutil.rmtree(folder)
+            removed.append(f"checkpoint {folder}")
+    finally:
+        run_lock.release(folder)
     return removed

@@ -35,7 +35,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import BooleanType, LongType, StringType, StructField, StructType, TimestampType
 
 from sqlflow.planning.plan import COMMIT_LOG
-from sqlflow.runtime.delta import deltalog, once, partition_path
+from sqlflow.runtime.delta import deltalog, interrupted_create, once, partition_path
 from sqlflow.runtime.delta.sinks import BatchId, WriteResult
 
 Kind = Literal["write", "commit", "dirty", "repair", "refresh"]
@@ -136,6 +136,7 @@ def ensure(spark: SparkSession, table: str = COMMIT_LOG) -> None:
         return
     if "." in table:
         spark.sql(f"CREATE SCHEMA IF NOT EXISTS {table.rsplit('.', 1)[0]}")
+    interrupted_create.clear(spark, table, "", "commitlog")  # a create a kill cut short
     columns = ", ".join(f"`{f.name}` {f.dataType.simpleString().upper()}"
                         f"{'' if f.nullable else ' NOT NULL'}" for f in SCHEMA.fields)
     spark.sql(f"CREATE TABLE IF NOT EXISTS {table} ({columns}) USING delta "

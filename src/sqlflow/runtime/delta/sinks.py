@@ -11,8 +11,9 @@ batch and stream): the commit log (docs/design.md §2.5) appends its row there, 
 | `append_once`          | appends, exactly once per `(app_id, batch_id)`: with a journal, a retry finds its earlier commit by the marker in the commit (`sqlflow.runtime.delta.once`); without, Delta's `txnAppId`/`txnVersion` skip a batch id at or below the last one committed |
 
 A table that does not exist is created (its database too), partitioned as the sink says, on
-the first write, even when the rows are empty. sqlflow assumes it is the only writer of its
-sink tables: the result is read from the Delta commit the write made (`sqlflow.runtime.delta.deltalog`
+the first write, even when the rows are empty; the files an interrupted create left in its
+folder are moved aside first (`sqlflow.runtime.delta.interrupted_create`). sqlflow assumes it
+is the only writer of its sink tables: the result is read from the Delta commit the write made (`sqlflow.runtime.delta.deltalog`
 reads the log without a Spark job where it can).
 """
 
@@ -30,7 +31,7 @@ from sqlflow.errors import SqlflowError
 from sqlflow.identifiers import quote as quote_ident
 from sqlflow.planning.plan import Sink
 from sqlflow.runtime import ownership, plain_tables
-from sqlflow.runtime.delta import deltalog, once, partition_path
+from sqlflow.runtime.delta import deltalog, interrupted_create, once, partition_path
 from sqlflow.runtime.delta.deltalog import TableInfo, quote
 from sqlflow.runtime.env_errors import environment_problem
 
@@ -127,6 +128,8 @@ def write(spark: SparkSession, sink: Sink, rows: DataFrame | None = None, *, sql
             plain_tables.drop(spark, sink.table, info)   # drops a non-Delta relation too
             info = None
         _ensure_database(spark, sink.table)
+        if info is None:  # a create: the folder may hold an interrupted create's files
+            interrupted_create.clear(spark, sink.table, sink.owner, sink.role)
     before = None if info is None else deltalog.latest_version(spark, sink.table, info.location)
     if sink.write == "append_once" and batch is not None and batch.journal is not None:
         earlier = once.done(spark, sink.table, batch, before, info.location if info else None)

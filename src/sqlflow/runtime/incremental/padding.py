@@ -52,7 +52,7 @@ from pyspark.sql.types import BooleanType, LongType, StringType, StructField, St
 from sqlflow.identifiers import quote as quote_ident
 from sqlflow.planning.plan import SourceBinding, StreamPlan
 from sqlflow.runtime import ownership
-from sqlflow.runtime.delta import once
+from sqlflow.runtime.delta import interrupted_create, once
 from sqlflow.runtime.incremental import state
 
 CLOSE_STEP = once.CLOSE_STEP  # write batch id of a flush/idle step: batch * CLOSE_STEP + seq
@@ -191,6 +191,7 @@ def _append(spark: SparkSession, table: str, rows: DataFrame, owner: str) -> Non
     writer = rows.writeTo(table).using("delta")
     for key, value in ownership.properties(owner, "state").items():
         writer = writer.tableProperty(key, value)
+    interrupted_create.clear(spark, table, owner, "state")  # a create a kill cut short
     writer.create()
 
 

@@ -23,7 +23,7 @@ from pyspark.sql.types import StructType
 
 from sqlflow.identifiers import quote as quote_ident
 from sqlflow.runtime import ownership
-from sqlflow.runtime.delta import deltalog, once
+from sqlflow.runtime.delta import deltalog, interrupted_create, once
 from sqlflow.runtime.delta.sinks import BatchId, quote
 
 BATCH_COLUMN = "__sqlflow_batch"
@@ -57,6 +57,7 @@ def append(spark: SparkSession, table: str, rows: DataFrame, batch: BatchId,
                   .tableProperty("delta.dataSkippingStatsColumns", stats))
         for key, value in ownership.properties(owner, "state").items() if owner else ():
             writer = writer.tableProperty(key, value)
+        interrupted_create.clear(spark, table, owner, "state")  # a create a kill cut short
         writer.create()
     if batch.journal is not None:
         before = deltalog.latest_version(spark, table)
