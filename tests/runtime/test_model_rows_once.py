@@ -3,9 +3,9 @@ once per backfill (docs/semantics.md, "Partition values"; issue 23: the fixed co
 micro-batch): the count of the rows whose partition value cannot be a directory, their
 quarantine write and the sink write all read one cached result. Counted by a Python function
 the model calls once per output row, which appends a byte to a file each time Spark runs it.
-The backfill's side of it (the same cache in `runtime.batch`) is not counted here: the count of a
-backfill's calls came out 0 in the one run made (not understood yet); its rows are compared
-with the stream's by `test_faults.py`'s partition test."""
+The backfill's side of it (the same cache in `runtime.batch`) is not counted here yet (its first
+try called `dispatch.run_batch`, a generator, without consuming it, so nothing ran); its rows
+are compared with the stream's by `test_faults.py`'s partition test."""
 
 from __future__ import annotations
 
