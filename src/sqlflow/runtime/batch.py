@@ -84,11 +84,12 @@ def run_batch(ctx: Context, plan: BatchPlan, *, start: date | None = None,
                 missing = missing.persist()
                 cached.append(missing)
                 quarantined.append(missing)
-        poisoned = _poisoned(spark, plan, cached)
+        checked = _checked(spark, plan, cached)
+        poisoned = _poisoned(plan, checked)
         if poisoned is not None:
             quarantined.append(poisoned)
         q_result = write_quarantine(spark, plan, quarantined, dates) if quarantined else None
-        sink = _write_sink(spark, plan, dates)
+        sink = _write_sink(spark, plan, dates, checked)
         fault_points.reached("batch_sink")
         if missing is not None and dates is not None:
             missing = missing.where(F.expr(string_range("dt", dates)))
@@ -175,28 +176,40 @@ def _event_bounds(dates: DateRange, margin_us: int) -> tuple[Column, Column]:
 # --- outputs --------------------------------------------------------------------------------------
 
 
-def _poisoned(spark: SparkSession, plan: BatchPlan, cached: list[DataFrame]) -> DataFrame | None:
-    """The model's output rows whose partition values cannot be directories, as quarantine
-    rows (`sink_partitions`); None when there are none (or nothing to check)."""
+def _checked(spark: SparkSession, plan: BatchPlan, cached: list[DataFrame]) -> DataFrame | None:
+    """The model's output rows with their partition problem (`sink_partitions.check`), cached
+    (appended to `cached`): the quarantine's bad rows and the sink's clean rows both read them,
+    so the model's SQL runs once. None when there is nothing to check (a view, no STRING
+    partition column)."""
     if plan.sink.write == "view":
         return None
     with model_errors(plan):
         checked = sink_partitions.check(plan.sink, spark.sql(plan.sql))
     if checked is None:
         return None
-    bad = sink_partitions.quarantine_rows(plan, checked, origin="backfill").persist()
-    cached.append(bad)
+    checked = checked.persist()
+    cached.append(checked)
+    return checked
+
+
+def _poisoned(plan: BatchPlan, checked: DataFrame | None) -> DataFrame | None:
+    """The model's output rows whose partition values cannot be directories, as quarantine
+    rows (`sink_partitions`); None when there are none (or nothing to check)."""
+    if checked is None:
+        return None
+    bad = sink_partitions.quarantine_rows(plan, checked, origin="backfill")
     return bad if bad.take(1) else None
 
 
-def _write_sink(spark: SparkSession, plan: BatchPlan, dates: DateRange | None) -> WriteResult:
-    with model_errors(plan):  # Spark's analysis error at the model's line (a view: checked first)
-        rows = spark.sql(plan.sql)
-    if plan.sink.write == "view":
-        return write(spark, plan.sink, sql=plan.sql)
-    checked = sink_partitions.check(plan.sink, rows)
+def _write_sink(spark: SparkSession, plan: BatchPlan, dates: DateRange | None,
+                checked: DataFrame | None) -> WriteResult:
     if checked is not None:  # its bad rows went to the quarantine (`_poisoned`)
         rows = sink_partitions.clean(checked)
+    else:
+        with model_errors(plan):  # Spark's analysis error at the model's line (a view: checked first)
+            rows = spark.sql(plan.sql)
+        if plan.sink.write == "view":
+            return write(spark, plan.sink, sql=plan.sql)
     if plan.incremental is not None:  # chosen: the table exists, not a full refresh
         return dbt_incremental.write(spark, plan, rows)
     where = None

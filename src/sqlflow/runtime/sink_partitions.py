@@ -9,7 +9,9 @@ can hold one (a date or a number always makes a directory), so a sink without on
 as before, unchecked; one with one is split by the row alone (`bad_partition`), so a backfill
 and every micro-batch split quarantine the same rows. The quarantine row's `input` is the
 model's own table, `raw` the output row, `event_time` the plan's event-time column if the
-output has one.
+output has one. The callers cache `check`'s result, so the model's rows are computed once for
+the bad rows' count, their quarantine write and the sink write (`runtime.batch`,
+`runtime.incremental.microbatch`).
 """
 
 from __future__ import annotations

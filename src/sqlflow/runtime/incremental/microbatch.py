@@ -130,7 +130,7 @@ class MicroBatch(BatchFunction):
         self.journal = once.Journal.open(checkpoint, offsets.next_batch(checkpoint)) if checkpoint else None
         self.reports: list[BatchReport] = []
         self.lock = threading.RLock()
-        self._cached: list[DataFrame] = []  # padding frames of the running step
+        self._cached: list[DataFrame] = []  # frames cached for the running step (padding, checked rows)
         # what the catalog said once, kept for the query's life: the sink as its first write
         # found it, the commit log's folder, which state tables exist (docs/design.md §2.9)
         self._sink_info: deltalog.TableInfo | None = None
@@ -189,8 +189,18 @@ class MicroBatch(BatchFunction):
                                                          stats.max_ingest)
             checked = sink_partitions.check(plan.sink, rows)
             if checked is not None:  # docs/semantics.md, "Partition values"
-                with phase("quarantine"):
-                    quarantined += self._poisoned(spark, checked, app, batch_id)
+                # the model's rows are computed once: counting the bad ones fills the cache,
+                # the quarantine and the sink write read it (not the join a second time)
+                checked = checked.persist()
+                self._cached.append(checked)
+                with phase("sink"):
+                    bad = sink_partitions.quarantine_rows(plan, checked, origin=f"batch {batch_id}")
+                    n_bad = bad.count()
+                if n_bad:
+                    with phase("quarantine"):
+                        write(spark, quarantine_sink(plan, "append_once", Q.PARTITION_BY), bad,
+                              batch=self._id(f"{app}__quarantine::partition", batch_id))
+                    quarantined += n_bad
                 rows = sink_partitions.clean(checked)
             with phase("sink"):
                 written = write(spark, plan.sink, rows, batch=self._id(app, batch_id),
@@ -231,19 +241,6 @@ class MicroBatch(BatchFunction):
             reasons=tuple(sorted((k, n) for k, n in reasons.items() if n)),
             newest_ingest_us=max((v for v in stats.max_ingest.values() if v is not None), default=None))
         self._report(report)
-
-    def _poisoned(self, spark: SparkSession, checked: DataFrame, app: str, batch_id: int) -> int:
-        """Append the rows of `checked` whose partition values cannot be directories to the
-        quarantine (`sink_partitions`), exactly once; how many."""
-        bad = sink_partitions.quarantine_rows(self.plan, checked, origin=f"batch {batch_id}").persist()
-        try:
-            n = bad.count()
-            if n:
-                write(spark, quarantine_sink(self.plan, "append_once", Q.PARTITION_BY), bad,
-                      batch=self._id(f"{app}__quarantine::partition", batch_id))
-            return n
-        finally:
-            bad.unpersist()
 
     def _new_rows(self, spark: SparkSession, df: DataFrame, batch_id: int, k: int) -> DataFrame:
         """Input `k`'s rows of this batch: read from its table when they are a whole version of
