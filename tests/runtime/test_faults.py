@@ -26,7 +26,6 @@ import json
 import logging
 import os
 import shutil
-import time
 
 import pytest
 from pyspark.sql import functions as F
@@ -73,13 +72,6 @@ SELECT c.req_id, i.ad_id, i.imp_ts, c.click_ts, to_date(c.click_ts) AS dt
 FROM {{ source('ods', 'imps') }} AS i
 RIGHT JOIN {{ source('ods', 'clicks') }} AS c
   ON i.req_id = c.req_id AND c.click_ts BETWEEN i.imp_ts AND i.imp_ts + INTERVAL 20 MINUTES""",
-    "stateful_samples.sql": "{{ config(materialized='streaming_table', partition_by=['dt'], "
-                            "stream_strategy='stateful', skew_margin='3 days') }}\n" + """
-SELECT i.req_id, i.ad_id, i.imp_ts, c.click_ts, CASE WHEN c.req_id IS NULL THEN 0 ELSE 1 END AS label,
-       to_date(i.imp_ts) AS dt
-FROM {{ source('ods', 'imps') }} AS i
-LEFT JOIN {{ source('ods', 'clicks') }} AS c
-  ON i.req_id = c.req_id AND c.click_ts BETWEEN i.imp_ts AND i.imp_ts + INTERVAL 20 MINUTES""",
 }
 
 
@@ -120,7 +112,7 @@ NO_LATE_MATCH = (5, 3)
 
 @pytest.mark.parametrize("model,point", [("attributed", "sink"), ("attributed", "state"),
                                          ("left_samples", "sink"), ("left_samples", "state"),
-                                         ("right_samples", "sink"), ("stateful_samples", "sink")])
+                                         ("right_samples", "sink")])
 def test_a_crash_with_the_journal_lost_writes_nothing_twice(spark, setup, model, point):
     s, plan = setup, setup.stream_plans[model]
     first_two_batches(spark, s, model, NO_LATE_MATCH)
@@ -134,12 +126,8 @@ def test_a_crash_with_the_journal_lost_writes_nothing_twice(spark, setup, model,
     replay = run_stream(s.stream, plan)
     first = [b for b in replay.batches if b.kind == "batch"][0]
     assert first.replayed and (first.batch_id == 1 or plan.strategy == "stateful")
-    # a later batch joins against what the replayed batch wrote (state rows included); the
-    # stateful strategy's watermark has passed the first day: its later rows are a day later
-    later = ([click("lower", at(1, 10, 5)), click("dup", at(1, 15, 2))] if model != "stateful_samples"
-             else [click("next", at(2, 9, 5))])
-    if model == "stateful_samples":
-        append(spark, f"{s.ods}.imps", [imp("next", 7, at(2, 9, 0)), imp("lone", 7, at(2, 9, 1))], IMP_SCHEMA)
+    # a later batch joins against what the replayed batch wrote (state rows included)
+    later = [click("lower", at(1, 10, 5)), click("dup", at(1, 15, 2))]
     append(spark, f"{s.ods}.clicks", later, CLICK_SCHEMA)
     after = run_stream(s.stream, plan)
     assert [b.batch_id for b in after.batches if b.kind == "batch"][:1] == [max(b.batch_id for b in replay.batches) + 1]
@@ -171,14 +159,12 @@ def test_an_older_checkpoint_restored_over_a_newer_one_is_refused(spark, setup, 
     assert_equals_the_batch_plan(spark, s, "attributed")
 
 
-def test_reading_the_markers_at_start_is_cheap(spark, setup):
+def test_the_markers_read_at_start_name_the_batches_the_sink_holds(spark, setup):
     s, plan = setup, setup.stream_plans["attributed"]
     first_two_batches(spark, s, "attributed")
     run_stream(s.stream, plan)
-    began = time.monotonic()
     found = sink_truth.held(spark, [plan.sink.table, plan.quarantine, "sqlflow.commit_log"],
                             ("attributed@",), -1)
-    assert time.monotonic() - began < 2.0
     assert {(h.table, h.batch) for h in found if h.app.endswith("@" + h.app.split("@")[1])} >= {
         (plan.sink.table, 0), (plan.sink.table, 1)}
 
