@@ -41,6 +41,8 @@ def test_a_batch_ending_inside_a_version_is_not_audited(tmp_path) -> None:
 
 def test_partition_predicates_quote_values() -> None:
     assert partition_predicate("dt=2025-11-24/region=o'hare", ["dt", "region"]) == (
-        "CAST(`dt` AS STRING) = '2025-11-24' AND CAST(`region` AS STRING) = 'o''hare'")
+        "CAST(`dt` AS STRING) = '2025-11-24' AND CAST(`region` AS STRING) = 'o\\'hare'")
+    # Spark reads a backslash in a literal as an escape: it is doubled
+    assert partition_predicate("region=a\\", ["region"]) == "CAST(`region` AS STRING) = 'a\\\\'"
     assert partition_predicate("dt=NULL", ["dt"]) == "CAST(`dt` AS STRING) IS NULL"
     assert partition_predicate("(whole table)", []) == "true"

@@ -29,6 +29,7 @@ from typing import Any
 
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
+from sqlglot import exp
 
 from sqlflow.engine.context import Context
 from sqlflow.errors import SqlflowError
@@ -205,15 +206,18 @@ def _compare(spark: SparkSession, pairs: list, edge: date | None, start: date | 
 
 
 def partition_predicate(partition: str, columns: Sequence[str]) -> str:
-    """The SQL predicate of one compared partition key (`col=value/...`, `(whole table)`)."""
+    """The SQL predicate of one compared partition key (`col=value/...`, `(whole table)`),
+    built as a sqlglot tree so a value holding a quote or a backslash stays a literal (Spark
+    reads `'a''b'` as two literals concatenated, `ab`, never as `a'b`)."""
     if partition == "(whole table)":
         return "true"
-    terms = []
+    terms: list[exp.Expression] = []
     for part, column in zip(partition.split("/"), columns, strict=False):
         value = part.split("=", 1)[1]
-        col = f"CAST({quote_ident(column)} AS STRING)"
-        terms.append(f"{col} IS NULL" if value == "NULL" else f"{col} = '{value.replace(chr(39), chr(39) * 2)}'")
-    return " AND ".join(terms)
+        col = exp.Cast(this=exp.column(column, quoted=True), to=exp.DataType.build("string"))
+        terms.append(exp.Is(this=col, expression=exp.Null()) if value == "NULL"
+                     else exp.EQ(this=col, expression=exp.Literal.string(value)))
+    return exp.and_(*terms).sql(dialect="spark")
 
 
 def _repair(ctx: Context, plan: StreamPlan, pairs: list, bad: list[PartitionDiff]) -> list[str]:
