@@ -53,6 +53,15 @@ def _count(spark, table) -> int:
     return spark.table(archive_table(table)).count()
 
 
+def _archived(spark, table) -> list[str]:
+    """The archive's parsed `req_id`s, every row (duplicates kept), sorted."""
+    return sorted(r[0] for r in spark.table(archive_table(table)).select("req_id").collect())
+
+
+def _produced(n: int) -> list[str]:
+    return sorted(f"r{i}" for i in range(n))
+
+
 def test_rate_limit_and_playback_hold_the_archive(spark, kafka_broker, tmp_path) -> None:
     root, t = _project(tmp_path, rated="max_rows_per_second: 5",
                        played="playback_speed: 10\nmax_offsets_per_trigger: 10")
@@ -69,6 +78,8 @@ def test_rate_limit_and_playback_hold_the_archive(spark, kafka_broker, tmp_path)
     # at 10x, 58 s of timestamps take at least 5.8 s, in three batches of 10
     assert (played.rows, played.batches) == (30, 3) and played.seconds >= 5.8
     assert _count(spark, t["rated"]) == 15 and _count(spark, t["played"]) == 30
+    # each record archived once, none lost or repeated by the pacing
+    assert _archived(spark, t["rated"]) == _produced(15) and _archived(spark, t["played"]) == _produced(30)
 
 
 def test_alignment_holds_the_live_source_while_the_other_replays_its_backlog(
@@ -84,6 +95,7 @@ def test_alignment_holds_the_live_source_while_the_other_replays_its_backlog(
     done = {a.table: a for a in archive(spark, root, list(t.values()), kafka_broker.address)}
     assert (done["backlog"].rows, done["live"].rows) == (24, 6)
     assert done["backlog"].batches == 6
+    assert _archived(spark, t["backlog"]) == _produced(24) and _archived(spark, t["live"]) == _produced(6)
     # the live source's one batch (its newest record 2 hours after the backlog's oldest) was
     # written only once the backlog had caught up to within 30 minutes of it
     assert done["live"].lead_ms is not None and done["live"].lead_ms <= 30 * 60_000
