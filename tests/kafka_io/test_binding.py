@@ -80,16 +80,20 @@ def test_a_stream_run_with_no_broker_says_where_it_looked(tmp_path, monkeypatch)
     address = f"127.0.0.1:{_closed_port()}"
     profiles = ("sqlflow:\n  target: k\n  outputs:\n    k:\n      {type: spark, method: session, "
                 "host: NA, schema: dw, server_side_parameters: {spark.sqlflow.kafka.bootstrap.servers: "
-                "\"{{ env_var('KAFKA_ADDR') }}\"}}\n")
+                "\"{{ env_var('KAFKA_ADDR') }}\", spark.sqlflow.kafka.retries: \"1\", "
+                "spark.sqlflow.kafka.retry_backoff: \"100 ms\"}}\n")
     monkeypatch.setenv("KAFKA_ADDR", address)
     root = make_project(tmp_path, yml={"models/sources.yml": YML}, profiles_yml=profiles,
                         models={"stg.sql": "{{ config(materialized='streaming_table') }}\n"
                                            "select req_id, click_ts from {{ source('ods', 'clicks') }}"})
     ctx = Context.discover(root)
     plans = list(compile_project(root, mode="stream", target=ctx.target).plans.values())
+    out = Console(record=True, width=200)
     with pytest.raises(SqlflowError) as err:
-        archive_topics(ctx, plans, Console())
+        archive_topics(ctx, plans, out)
     assert f"no Kafka broker answers at {address} (target `k`)" in str(err.value)
+    # waited for as the target says (`spark.sqlflow.kafka.retries`), once, then refused
+    assert out.export_text().count("no broker answers yet, trying again") == 1
     assert "ods.clicks" in str(err.value) and "sqlflow kafka up" in str(err.value)
     assert not ctx.has_spark  # refused before Spark started
     # an address read from a secret variable is never printed
@@ -119,3 +123,19 @@ def test_source_control_errors_name_the_line(tmp_path) -> None:
     yml = YML.replace("max_value_bytes: 64KB", "max_value_bytes: 64KB\n              alignment_group: ads")
     msg = _error(make_project(tmp_path / "b", yml={"models/sources.yml": yml}))
     assert "the `kafka:` binding: `alignment_group` and `max_skew` go together" in msg
+
+
+def test_reset_offsets_is_for_stream_runs_and_kafka_sources(tmp_path) -> None:
+    from click.testing import CliRunner
+
+    from sqlflow.cli.main import main
+
+    root = make_project(tmp_path, yml={"models/sources.yml": YML},
+                        models={"stg.sql": "{{ config(materialized='streaming_table') }}\n"
+                                           "select req_id, click_ts from {{ source('ods', 'clicks') }}"})
+    batch = CliRunner().invoke(main, ["--project-dir", str(root), "run", "--mode", "batch",
+                                      "--reset-offsets", "earliest"])
+    assert batch.exit_code == 1 and "--reset-offsets applies to --mode stream only" in batch.output
+    wrong = CliRunner().invoke(main, ["--project-dir", str(root), "run", "--mode", "stream",
+                                      "--reset-offsets", "oldest"])
+    assert wrong.exit_code == 2 and "'oldest' is not one of 'earliest', 'latest'" in wrong.output

@@ -7,6 +7,7 @@ through callbacks; `sqlflow.report.summary` renders them.
 from __future__ import annotations
 
 import dataclasses
+import time
 from collections.abc import Sequence
 from datetime import date
 from typing import Any, cast
@@ -15,7 +16,6 @@ from rich.console import Console
 from rich.markup import escape
 
 from sqlflow.compiler import compile_project, write_artifacts
-from sqlflow.engine.broker import reachable
 from sqlflow.engine.context import Context
 from sqlflow.errors import SqlflowError
 from sqlflow.planning.plan import BatchPlan, Mode, Plan, RoutedPlan
@@ -31,6 +31,7 @@ from sqlflow.report.summary import (
 )
 from sqlflow.runtime.dispatch import run_models
 from sqlflow.runtime.kafka.archive import archive, bound_sources
+from sqlflow.runtime.kafka.retry import Retry
 from sqlflow.runtime.metrics import Metrics
 from sqlflow.runtime.results import DateRange, RunResult, StreamRow
 from sqlflow.runtime.streams import run_streams
@@ -92,12 +93,14 @@ def run_batch_plans(ctx: Context, plans: Sequence[Plan], out: Console, *,
 
 def run_stream_plans(ctx: Context, plans: Sequence[Plan], out: Console, *, trigger: str | None,
                      full_refresh: bool = False, stop_timeout_s: float = 30.0,
-                     metrics_port: int | None = None) -> list[StreamRow]:
+                     metrics_port: int | None = None,
+                     reset_offsets: str | None = None) -> list[StreamRow]:
     """`sqlflow run --mode stream`: a progress line per micro-batch (and per batch plan run
     once, and per change of a model's region in the stream service), then the summary table
     and each failed model's error, printed even when a model fails. `metrics_port`: serve
-    the service's Prometheus metrics on 127.0.0.1."""
-    archive_topics(ctx, plans, out)
+    the service's Prometheus metrics on 127.0.0.1. `reset_offsets`: where a Kafka source whose
+    archived offsets are gone from the broker starts again (`earliest`/`latest`)."""
+    archive_topics(ctx, plans, out, reset=reset_offsets)
     rows: list[StreamRow] = []
     metrics = None
     if metrics_port is not None:
@@ -118,16 +121,32 @@ def run_stream_plans(ctx: Context, plans: Sequence[Plan], out: Console, *, trigg
     return rows
 
 
-def archive_topics(ctx: Context, plans: Sequence[Plan], out: Console) -> None:
+def archive_topics(ctx: Context, plans: Sequence[Plan], out: Console, *,
+                   reset: str | None = None) -> None:
     """Before a stream run, when the target names a Kafka cluster: archive the topics of the
     Kafka sources the plans read, up to their end now (docs/semantics.md, "Kafka sources").
-    The models then read the archive, as the backfill does. The servers are never printed
-    (they may carry credentials)."""
+    The models then read the archive, as the backfill does. A broker that does not answer is
+    waited for as the target's `Retry` says. The servers are never printed (they may carry
+    credentials)."""
     servers = bootstrap_servers(ctx.target.server_side_parameters)
     tables = bound_sources(load_project(ctx.project_dir).sources.values(), plans) if servers else []
+    if reset is not None and not tables:
+        raise SqlflowError("--reset-offsets: none of the selected models reads a Kafka source "
+                           f"under target `{ctx.target.name}`",
+                           hint="select a model that reads a Kafka-bound source, or use a target "
+                                "that names a Kafka cluster (`--target kafka`)")
     if not servers or not tables:
         return
-    if not any(reachable(a.strip(), timeout=3.0) for a in servers.split(",")):
+    retry = Retry.of(ctx.target.server_side_parameters)
+    for attempt in range(retry.retries + 1):
+        if retry.reachable(servers):
+            break
+        if attempt < retry.retries:
+            delay = retry.backoff_s * 2 ** attempt
+            out.print(f"kafka: no broker answers yet, trying again in {delay:.0f}s "
+                      f"({attempt + 1}/{retry.retries})", soft_wrap=True)
+            time.sleep(delay)
+    else:
         secret = any(is_secret(n) for n in ctx.target.env_sourced.get(BOOTSTRAP_KEY, ()))
         where = "the target's bootstrap servers" if secret else servers
         raise SqlflowError(
@@ -135,11 +154,14 @@ def archive_topics(ctx: Context, plans: Sequence[Plan], out: Console) -> None:
             f"{', '.join(t.key for t in tables)} cannot be archived",
             hint="start it (`sqlflow kafka up` for the local one), or check the address, the "
                  f"network and `{BOOTSTRAP_KEY}` in profiles/profiles.yml; nothing was run")
-    for a in archive(ctx.spark, ctx.project_dir, tables, servers):
+    for a in archive(ctx.spark, ctx.project_dir, tables, servers, reset=reset, retry=retry):
+        for line in a.reset:
+            out.print(escape(f"kafka {a.topic}: --reset-offsets {reset}: {line}"), soft_wrap=True)
         bad = f", {a.malformed:,} malformed" if a.malformed else ""
         held = f", held {a.held_s:.1f}s by its source control" if a.held_s >= 0.05 else ""
+        again = f", started again {a.restarts}x after broker trouble" if a.restarts else ""
         out.print(escape(f"kafka {a.topic} -> {a.source}.{a.table}: {a.rows:,} records archived"
-                         f"{bad} ({a.seconds:.1f}s{held})"), soft_wrap=True)
+                         f"{bad} ({a.seconds:.1f}s{held}{again})"), soft_wrap=True)
 
 
 def run_batch_project(ctx: Context, out: Console, err: Console, *,

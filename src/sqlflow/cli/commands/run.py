@@ -45,6 +45,11 @@ from sqlflow.project.runmode import Mode
                    "take to finish before it is abandoned (its replay writes nothing twice).")
 @click.option("--metrics-port", type=click.IntRange(1, 65535), default=None,
               help="Stream service: serve Prometheus metrics on 127.0.0.1:PORT/metrics.")
+@click.option("--reset-offsets", type=click.Choice(["earliest", "latest"]), default=None,
+              help="Stream mode, Kafka sources whose archived offsets are gone from the broker "
+                   "(topic recreated, records aged out): earliest archives each such partition "
+                   "from the first record the broker holds, latest skips what it holds now. "
+                   "Partitions still on the broker resume where they stood.")
 @click.option("--adopt-dbt-tables", is_flag=True,
               help="Let a table, incremental or view model take over the table at its own name "
                    "that `dbt run` built without a sqlflow owner (recorded from then on).")
@@ -52,7 +57,7 @@ from sqlflow.project.runmode import Mode
 def run_cmd(mode: Mode, trigger: str | None, start, end, select: tuple[str, ...],
             exclude: tuple[str, ...],
             vars_text: str | None, full_refresh: bool, stop_timeout: str,
-            metrics_port: int | None, adopt_dbt_tables: bool) -> None:
+            metrics_port: int | None, reset_offsets: str | None, adopt_dbt_tables: bool) -> None:
     """Run models in dependency order and print what each wrote and quarantined.
 
     Batch: without --start/--end every partition the model computes is replaced; with them,
@@ -74,6 +79,9 @@ def run_cmd(mode: Mode, trigger: str | None, start, end, select: tuple[str, ...]
                            hint="a stream run processes whatever its inputs hold")
     if mode == "batch" and trigger:
         raise SqlflowError("--trigger applies to --mode stream only")
+    if mode == "batch" and reset_offsets:
+        raise SqlflowError("--reset-offsets applies to --mode stream only",
+                           hint="a backfill reads the Kafka sources' archives, not the topics")
     refuse_over_connect(ctx.target, mode)
     plans = plans_for_run(ctx, mode, err_console, select=select, vars=parse_vars(vars_text),
                           exclude=exclude, adopt_dbt_tables=adopt_dbt_tables)
@@ -85,7 +93,8 @@ def run_cmd(mode: Mode, trigger: str | None, start, end, select: tuple[str, ...]
         except ValueError as exc:
             raise SqlflowError(f"--stop-timeout: {exc}") from None
         rows = run_stream_plans(ctx, plans, console, trigger=trigger, full_refresh=full_refresh,
-                                stop_timeout_s=timeout, metrics_port=metrics_port)
+                                stop_timeout_s=timeout, metrics_port=metrics_port,
+                                reset_offsets=reset_offsets)
         if any(r.state == "failed" for r in rows):
             sys.exit(1)
     else:

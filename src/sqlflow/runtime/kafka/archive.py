@@ -12,6 +12,11 @@ crash interrupted, replayed over the same offsets, is written once.
 Source control (`sqlflow.runtime.kafka.pacing`) holds a micro-batch before its write: the
 source's rate and playback speed, and, for the sources of one `alignment_group`, whose queries
 run side by side, their ingest-time skew.
+
+Broker trouble (docs/semantics.md, "Kafka sources: broker trouble"): a query that fails while
+the broker cannot be reached, or on a broker timeout, is started again from its checkpoint
+after a backoff (`Retry`; the journal keeps a replayed micro-batch from being written twice);
+offsets gone from the broker fail with the operator's choice (`offset_reset`), never a skip.
 """
 
 from __future__ import annotations
@@ -31,8 +36,10 @@ from sqlflow.project.runmode import AVAILABLE_NOW, STATE_DIR
 from sqlflow.project.sources import SourceTable
 from sqlflow.runtime import offsets
 from sqlflow.runtime.delta import once, sinks
+from sqlflow.runtime.kafka import offset_reset
 from sqlflow.runtime.kafka.pacing import Aligner, Pacer
 from sqlflow.runtime.kafka.payload import archive_rows
+from sqlflow.runtime.kafka.retry import Retry
 from sqlflow.runtime.query import query_id, start_query
 
 
@@ -49,6 +56,8 @@ class Archived:
     seconds: float
     held_s: float = 0.0  # waited for the rate, the playback speed or the alignment group
     lead_ms: int | None = None  # the largest lead over its group's slowest source at a write
+    reset: tuple[str, ...] = ()  # `--reset-offsets`: what it did to each lost partition
+    restarts: int = 0  # queries started again after broker trouble
 
 
 def archive_table(table: SourceTable) -> str:
@@ -104,14 +113,16 @@ class _Append:
             rows.unpersist()
 
 
-def reader(spark: SparkSession, table: SourceTable, servers: str) -> DataFrame:
-    """The topic as a stream, from the binding's starting offsets; a checkpointed query
-    resumes from its own offsets and fails, never skips, when they are gone from the broker."""
+def reader(spark: SparkSession, table: SourceTable, servers: str,
+           starting: str | None = None) -> DataFrame:
+    """The topic as a stream, from the binding's starting offsets (or `starting`, Spark's
+    per-partition JSON, after `--reset-offsets`); a checkpointed query resumes from its own
+    offsets and fails, never skips, when they are gone from the broker."""
     assert table.kafka is not None
     read = (spark.readStream.format("kafka")
             .option("kafka.bootstrap.servers", servers)
             .option("subscribe", table.kafka.topic)
-            .option("startingOffsets", table.kafka.starting_offsets)
+            .option("startingOffsets", starting or table.kafka.starting_offsets)
             .option("failOnDataLoss", "true"))
     if per_trigger := table.kafka.offsets_per_trigger():
         read = read.option("maxOffsetsPerTrigger", str(per_trigger))
@@ -151,9 +162,12 @@ def _group(table: SourceTable) -> str:
 
 
 def archive(spark: SparkSession, project_dir: Path, tables: Iterable[SourceTable], servers: str,
-            *, trigger: str = AVAILABLE_NOW) -> list[Archived]:
+            *, trigger: str = AVAILABLE_NOW, reset: str | None = None,
+            retry: Retry | None = None) -> list[Archived]:
     """Archive every table's topic up to its end now (`available-now`): one after the other,
-    but the tables of one `alignment_group` side by side, held within its `max_skew`."""
+    but the tables of one `alignment_group` side by side, held within its `max_skew`.
+    `reset` (`earliest`/`latest`): where partitions whose offsets are gone from the broker
+    start again (`offset_reset`); `retry`: how often broker trouble is waited out."""
     if trigger != AVAILABLE_NOW:
         raise ValueError("archive runs bounded; a live archive is planned")
     done: list[Archived] = []
@@ -162,12 +176,21 @@ def archive(spark: SparkSession, project_dir: Path, tables: Iterable[SourceTable
         batch = list(members)
         runs = [batch] if group else [[t] for t in batch]
         for run in runs:
-            done.extend(_archive_together(spark, project_dir, run, servers, trigger))
+            done.extend(_archive_together(spark, project_dir, run, servers, trigger, reset,
+                                          retry or Retry()))
     return done
 
 
+class _Failed(Exception):
+    """One archive query of a run failed: which table, and Spark's error."""
+
+    def __init__(self, table: SourceTable, cause: BaseException) -> None:
+        super().__init__(str(cause))
+        self.table, self.cause = table, cause
+
+
 def _archive_together(spark: SparkSession, project_dir: Path, tables: list[SourceTable],
-                      servers: str, trigger: str) -> list[Archived]:
+                      servers: str, trigger: str, reset: str | None, retry: Retry) -> list[Archived]:
     aligner = None
     if len(tables) > 1:
         skew = tables[0].kafka.max_skew if tables[0].kafka else None
@@ -176,34 +199,83 @@ def _archive_together(spark: SparkSession, project_dir: Path, tables: list[Sourc
                           members=[t.key for t in tables])
         for t in tables:
             aligner.start(t.key, frontier_ms(spark, t))
+    appends: dict[str, _Append] = {}
+    starting: dict[str, str] = {}
+    notes: dict[str, tuple[str, ...]] = {}
+    for table in tables:
+        checkpoint = checkpoint_of(project_dir, table)
+        if reset is not None:
+            moved = offset_reset.reset(spark, table, checkpoint, archive_table(table), servers, reset)
+            if moved is not None:
+                starting[table.key], notes[table.key] = moved
+        if table.key not in starting:
+            refuse_new_checkpoint(spark, table, checkpoint)
+            # asked up front: Spark finds records gone only when its read of them times out
+            parts = offset_reset.partitions(spark, table, checkpoint, archive_table(table), servers)
+            if parts and any(p.lost for p in parts):
+                raise offset_reset.offsets_gone(table, checkpoint, parts)
+        appends[table.key] = _Append(spark, table, checkpoint, aligner)
+    began = time.monotonic()
+    restarts = 0
+    while True:
+        try:
+            ended = _run_queries(spark, project_dir, tables, appends, starting, servers,
+                                 trigger, aligner)
+            break
+        except _Failed as failed:
+            if offset_reset.is_data_loss(failed.cause):
+                gone = checkpoint_of(project_dir, failed.table)
+                raise offset_reset.offsets_gone(
+                    failed.table, gone, offset_reset.partitions(
+                        spark, failed.table, gone, archive_table(failed.table), servers),
+                    failed.cause) from None
+            delay = retry.after(failed.cause, servers, restarts)
+            if delay is None:
+                raise failed.cause from None
+            restarts += 1
+            time.sleep(delay)
+            if aligner is not None:  # every query of the group starts again
+                for t in tables:
+                    aligner.start(t.key, frontier_ms(spark, t))
+    return [Archived(t.source_name, t.name, t.kafka.topic if t.kafka else "", a.batches, a.rows,
+                     a.malformed, ended.get(t.key, time.monotonic() - began),
+                     held_s=a.pacer.held_s + (aligner.held_s.get(t.key, 0.0) if aligner else 0.0),
+                     lead_ms=aligner.lead_ms.get(t.key) if aligner else None,
+                     reset=notes.get(t.key, ()), restarts=restarts)
+            for t in tables for a in [appends[t.key]]]
+
+
+def _run_queries(spark: SparkSession, project_dir: Path, tables: list[SourceTable],
+                 appends: dict[str, _Append], starting: dict[str, str], servers: str,
+                 trigger: str, aligner: Aligner | None) -> dict[str, float]:
+    """Run the tables' archive queries to their end; the seconds each took. A query that
+    fails raises `_Failed` once the others are stopped."""
     started = []
     try:
         for table in tables:
             checkpoint = checkpoint_of(project_dir, table)
-            refuse_new_checkpoint(spark, table, checkpoint)
-            append = _Append(spark, table, checkpoint, aligner)
             began = time.monotonic()
-            query = start_query(reader(spark, table, servers), append,
-                                name=f"kafka__{table.key}", checkpoint=checkpoint, trigger=trigger)
-            started.append((table, append, query, began))
+            rows = reader(spark, table, servers, starting.get(table.key))
+            query = start_query(rows, appends[table.key], name=f"kafka__{table.key}",
+                                checkpoint=checkpoint, trigger=trigger)
+            started.append((table, query, began))
         ended: dict[str, float] = {}
         while len(ended) < len(started):
-            for table, _, query, began in started:
+            for table, query, began in started:
                 if table.key not in ended and not query.isActive:
                     ended[table.key] = time.monotonic() - began
                     if aligner is not None:
                         aligner.finish(table.key)
-                    query.awaitTermination()  # raises the query's failure
+                    try:
+                        query.awaitTermination()  # raises the query's failure
+                    except Exception as exc:
+                        raise _Failed(table, exc) from None
             if len(ended) < len(started):
                 time.sleep(0.2)
+        return ended
     finally:
-        for table, _, query, _ in started:
+        for table, query, _ in started:
             if aligner is not None:
                 aligner.finish(table.key)
             if query.isActive:
                 query.stop()
-    return [Archived(t.source_name, t.name, t.kafka.topic if t.kafka else "", a.batches, a.rows,
-                     a.malformed, ended[t.key],
-                     held_s=a.pacer.held_s + (aligner.held_s.get(t.key, 0.0) if aligner else 0.0),
-                     lead_ms=aligner.lead_ms.get(t.key) if aligner else None)
-            for t, a, _, _ in started]
