@@ -7,7 +7,8 @@ restarted alone after its `RestartBudget`'s backoff, and a model past `max_resta
 the window is marked failed (its error at the model's file) while the others keep running.
 A model downstream of a failed one keeps reading what its inputs hold. The loop also writes
 the heartbeat (`runtime.heartbeat`), applies `sqlflow ctl` (`runtime.control`: pause,
-resume, rate) and feeds the metrics (`runtime.metrics`).
+resume, rate) and feeds the metrics (`runtime.metrics`), and drives its companions: the Kafka
+sources' live archive queries (`runtime.kafka.live`).
 
 A stop (SIGTERM, Ctrl-C, or `stop`) stops every query within `stop_timeout_s`: Spark lets a
 running micro-batch finish or abandons it; an abandoned batch is replayed after the restart
@@ -90,8 +91,11 @@ class Service:
     def __init__(self, ctx: Any, plans: Sequence[Any], *, trigger: str | None,
                  on_event: Callable[[Any], None], stop_timeout_s: float = 30.0,
                  metrics: Any = None, poll_s: float = 0.5,
-                 stop: threading.Event | None = None) -> None:
+                 stop: threading.Event | None = None, companions: Sequence[Any] = ()) -> None:
         self.ctx, self.trigger, self.on_event = ctx, trigger, on_event
+        # what runs beside the regions, driven by the same loop (`start`, `poll`, `stop`): the
+        # Kafka sources' live archive queries (`runtime.kafka.live`)
+        self.companions = list(companions)
         self.stop_timeout_s, self.metrics, self.poll_s = stop_timeout_s, metrics, poll_s
         self.stop = stop or threading.Event()
         self.lock = threading.Lock()
@@ -115,6 +119,8 @@ class Service:
             from sqlflow.runtime.delta import commitlog
 
             commitlog.ensure(self.ctx.spark)
+            for companion in self.companions:
+                companion.start()
             for region in self.regions:
                 self._start_when_ready(region)
             while not self.stop.is_set():
@@ -135,6 +141,8 @@ class Service:
 
     def _poll(self) -> None:
         now = time.monotonic()
+        for companion in self.companions:
+            companion.poll(now)
         controls = control.read(self.project_dir)
         for r in self.regions:
             state = r.health.state
@@ -269,6 +277,8 @@ class Service:
         if live:  # in parallel: the whole stop is bounded by one timeout, not one per model
             with ThreadPoolExecutor(len(live)) as pool:
                 list(pool.map(self._halt, live))
+        for companion in self.companions:
+            companion.stop()
         for r in self.regions:
             if r.health.state in ("running", "starting", "paused", "restarting", "waiting"):
                 r.health.state = "stopped"

@@ -39,8 +39,10 @@ class Refreshed:
 def run_streams(ctx: Context, plans: Sequence[Plan], *, trigger: str | None,
                 on_event: Callable[[Any], None], rows: list[StreamRow],
                 full_refresh: bool = False, stop_timeout_s: float = 30.0,
-                metrics: Any = None, stop: threading.Event | None = None) -> list[StreamRow]:
-    """Run `plans` (compile order); see the module docstring. Returns `rows`."""
+                metrics: Any = None, stop: threading.Event | None = None,
+                companions: Sequence[Any] = ()) -> list[StreamRow]:
+    """Run `plans` (compile order); see the module docstring. Returns `rows`. `companions`
+    run beside the stream service's regions (the Kafka sources' live archive)."""
     # docs/semantics.md, "Table ownership": refuse the run before any table is touched
     ownership.check_plans(ctx.spark, plans, action="drop" if full_refresh else "write")
     if full_refresh:
@@ -78,7 +80,7 @@ def run_streams(ctx: Context, plans: Sequence[Plan], *, trigger: str | None,
             add(bounded.model, res.batches, res.seconds)
     service = Service(ctx, [p for p in streams if (trigger or p.trigger) != AVAILABLE_NOW],
                       trigger=trigger, on_event=on_event, stop_timeout_s=stop_timeout_s,
-                      metrics=metrics, stop=stop)
+                      metrics=metrics, stop=stop, companions=companions)
     if service.regions:
         try:
             service.run()

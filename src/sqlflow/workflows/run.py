@@ -7,6 +7,7 @@ through callbacks; `sqlflow.report.summary` renders them.
 from __future__ import annotations
 
 import dataclasses
+import threading
 import time
 from collections.abc import Sequence
 from datetime import date
@@ -19,8 +20,11 @@ from sqlflow.compiler import compile_project, write_artifacts
 from sqlflow.engine.context import Context
 from sqlflow.errors import SqlflowError
 from sqlflow.planning.plan import BatchPlan, Mode, Plan, RoutedPlan
+from sqlflow.project.config import parse_duration
 from sqlflow.project.kafka import BOOTSTRAP_KEY, bootstrap_servers
 from sqlflow.project.load import load_project
+from sqlflow.project.runmode import AVAILABLE_NOW
+from sqlflow.project.sources import SourceTable
 from sqlflow.report.summary import (
     dims_table,
     event_line,
@@ -29,8 +33,9 @@ from sqlflow.report.summary import (
     stream_table,
     summary_table,
 )
-from sqlflow.runtime.dispatch import run_models
+from sqlflow.runtime.dispatch import is_stream, run_models
 from sqlflow.runtime.kafka.archive import archive, bound_sources
+from sqlflow.runtime.kafka.live import LiveArchive
 from sqlflow.runtime.kafka.retry import Retry
 from sqlflow.runtime.metrics import Metrics
 from sqlflow.runtime.results import DateRange, RunResult, StreamRow
@@ -94,13 +99,25 @@ def run_batch_plans(ctx: Context, plans: Sequence[Plan], out: Console, *,
 def run_stream_plans(ctx: Context, plans: Sequence[Plan], out: Console, *, trigger: str | None,
                      full_refresh: bool = False, stop_timeout_s: float = 30.0,
                      metrics_port: int | None = None,
-                     reset_offsets: str | None = None) -> list[StreamRow]:
+                     reset_offsets: str | None = None,
+                     stop: threading.Event | None = None) -> list[StreamRow]:
     """`sqlflow run --mode stream`: a progress line per micro-batch (and per batch plan run
     once, and per change of a model's region in the stream service), then the summary table
     and each failed model's error, printed even when a model fails. `metrics_port`: serve
     the service's Prometheus metrics on 127.0.0.1. `reset_offsets`: where a Kafka source whose
-    archived offsets are gone from the broker starts again (`earliest`/`latest`)."""
-    archive_topics(ctx, plans, out, reset=reset_offsets)
+    archived offsets are gone from the broker starts again (`earliest`/`latest`). With an
+    interval trigger the Kafka sources are archived on, beside the models (`LiveArchive`);
+    `stop` ends the service (as SIGTERM does)."""
+    def on_event(e: Any) -> None:
+        out.print(escape(event_line(e)), soft_wrap=True)
+
+    bound = archive_topics(ctx, plans, out, reset=reset_offsets)
+    companions = []
+    every = live_trigger(trigger, plans)
+    if bound is not None and every is not None:
+        tables, servers, retry = bound
+        companions.append(LiveArchive(ctx.spark, ctx.project_dir, tables, servers, every, retry,
+                                      on_event=on_event))
     rows: list[StreamRow] = []
     metrics = None
     if metrics_port is not None:
@@ -109,8 +126,8 @@ def run_stream_plans(ctx: Context, plans: Sequence[Plan], out: Console, *, trigg
         out.print(f"metrics: http://127.0.0.1:{metrics_port}/metrics", soft_wrap=True)
     try:
         run_streams(ctx, plans, trigger=trigger, full_refresh=full_refresh, rows=rows,
-                    stop_timeout_s=stop_timeout_s, metrics=metrics,
-                    on_event=lambda e: out.print(escape(event_line(e)), soft_wrap=True))
+                    stop_timeout_s=stop_timeout_s, metrics=metrics, on_event=on_event,
+                    stop=stop, companions=companions)
     finally:
         if rows:  # a run refused before any model ran has nothing to sum up
             out.print(stream_table(rows, trigger))
@@ -121,13 +138,24 @@ def run_stream_plans(ctx: Context, plans: Sequence[Plan], out: Console, *, trigg
     return rows
 
 
+def live_trigger(trigger: str | None, plans: Sequence[Plan]) -> str | None:
+    """The trigger of the live archive queries: the run's interval, else the shortest interval
+    a stream plan is configured with; None when every stream runs bounded (available-now)."""
+    if trigger is not None:
+        return None if trigger == AVAILABLE_NOW else trigger
+    intervals = [t for p in plans if is_stream(p)
+                 and (t := getattr(p, "trigger", AVAILABLE_NOW)) != AVAILABLE_NOW]
+    return min(intervals, key=lambda t: parse_duration(t), default=None)
+
+
 def archive_topics(ctx: Context, plans: Sequence[Plan], out: Console, *,
-                   reset: str | None = None) -> None:
+                   reset: str | None = None) -> tuple[list[SourceTable], str, Retry] | None:
     """Before a stream run, when the target names a Kafka cluster: archive the topics of the
     Kafka sources the plans read, up to their end now (docs/semantics.md, "Kafka sources").
     The models then read the archive, as the backfill does. A broker that does not answer is
     waited for as the target's `Retry` says. The servers are never printed (they may carry
-    credentials)."""
+    credentials). Returns what a live archive needs (the tables, the servers, the retry),
+    None when no plan reads a Kafka source."""
     servers = bootstrap_servers(ctx.target.server_side_parameters)
     tables = bound_sources(load_project(ctx.project_dir).sources.values(), plans) if servers else []
     if reset is not None and not tables:
@@ -136,7 +164,7 @@ def archive_topics(ctx: Context, plans: Sequence[Plan], out: Console, *,
                            hint="select a model that reads a Kafka-bound source, or use a target "
                                 "that names a Kafka cluster (`--target kafka`)")
     if not servers or not tables:
-        return
+        return None
     retry = Retry.of(ctx.target.server_side_parameters)
     for attempt in range(retry.retries + 1):
         if retry.reachable(servers):
@@ -162,6 +190,7 @@ def archive_topics(ctx: Context, plans: Sequence[Plan], out: Console, *,
         again = f", started again {a.restarts}x after broker trouble" if a.restarts else ""
         out.print(escape(f"kafka {a.topic} -> {a.source}.{a.table}: {a.rows:,} records archived"
                          f"{bad} ({a.seconds:.1f}s{held}{again})"), soft_wrap=True)
+    return tables, servers, retry
 
 
 def run_batch_project(ctx: Context, out: Console, err: Console, *,

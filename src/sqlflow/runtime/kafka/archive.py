@@ -68,7 +68,7 @@ def checkpoint_of(project_dir: Path, table: SourceTable) -> Path:
     return Path(project_dir) / STATE_DIR / "checkpoints" / f"kafka__{table.key}"
 
 
-class _Append:
+class Append:
     """The archive query's `foreachBatch`: one journaled append per micro-batch."""
 
     def __init__(self, spark: SparkSession, table: SourceTable, checkpoint: Path,
@@ -199,7 +199,7 @@ def _archive_together(spark: SparkSession, project_dir: Path, tables: list[Sourc
                           members=[t.key for t in tables])
         for t in tables:
             aligner.start(t.key, frontier_ms(spark, t))
-    appends: dict[str, _Append] = {}
+    appends: dict[str, Append] = {}
     starting: dict[str, str] = {}
     notes: dict[str, tuple[str, ...]] = {}
     for table in tables:
@@ -214,7 +214,7 @@ def _archive_together(spark: SparkSession, project_dir: Path, tables: list[Sourc
             parts = offset_reset.partitions(spark, table, checkpoint, archive_table(table), servers)
             if parts and any(p.lost for p in parts):
                 raise offset_reset.offsets_gone(table, checkpoint, parts)
-        appends[table.key] = _Append(spark, table, checkpoint, aligner)
+        appends[table.key] = Append(spark, table, checkpoint, aligner)
     began = time.monotonic()
     restarts = 0
     while True:
@@ -246,7 +246,7 @@ def _archive_together(spark: SparkSession, project_dir: Path, tables: list[Sourc
 
 
 def _run_queries(spark: SparkSession, project_dir: Path, tables: list[SourceTable],
-                 appends: dict[str, _Append], starting: dict[str, str], servers: str,
+                 appends: dict[str, Append], starting: dict[str, str], servers: str,
                  trigger: str, aligner: Aligner | None) -> dict[str, float]:
     """Run the tables' archive queries to their end; the seconds each took. A query that
     fails raises `_Failed` once the others are stopped."""
