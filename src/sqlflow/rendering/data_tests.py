@@ -24,7 +24,7 @@ from typing import Any
 from sqlflow.errors import Location, SqlflowError
 from sqlflow.project.config import project_layers
 from sqlflow.project.load import ModelNode, Project
-from sqlflow.project.packages import INTERNAL, TEST_PREFIX
+from sqlflow.project.packages import INTERNAL, PACKAGES_DIR, TEST_PREFIX
 from sqlflow.rendering.render import Relation, Renderer
 from sqlflow.rendering.test_config import KEYS, TestConfig, as_dict, resolve
 
@@ -130,12 +130,23 @@ def test_alias(test: str, owner: str, full_name: str) -> str:
     return f"{(test.replace('.', '_') + '_' + owner)[:30]}_{hashlib.md5(full_name.encode()).hexdigest()}"
 
 
-def _fqn_dirs(yml_path: str, owner_path: str, owner_fqn: tuple[str, ...]) -> tuple[str, ...]:
-    """The folders of a generic test's fqn: its yml's, below the owner's model path."""
-    owner_parts = PurePosixPath(owner_path).parts
-    base = owner_parts[:max(len(owner_parts) - (len(owner_fqn) - 1), 0)]
+def _fqn_base(project: Project, yml_path: str) -> tuple[str, tuple[str, ...]]:
+    """The package and folders that start a generic test's fqn (dbt's `get_fqn_prefix`): the
+    project its yml belongs to, and the yml's folders below that project's model path.
+
+    >>> class P: name, model_paths = "shop", ("models",)
+    >>> _fqn_base(P, "models/staging/schema.yml"), _fqn_base(P, "dbt_packages/u/models/a/x.yml")
+    (('shop', ('staging',)), ('u', ('a',)))
+    """
     parts = PurePosixPath(yml_path).parent.parts
-    return parts[len(base):] if parts[:len(base)] == base else ()
+    package, model_paths = project.name, project.model_paths
+    if parts[:1] == (PACKAGES_DIR,) and len(parts) > 1:
+        package, parts, model_paths = parts[1], parts[2:], ("models",)
+    for folder in model_paths:
+        base = PurePosixPath(folder).parts
+        if parts[:len(base)] == base:
+            return package, tuple(parts[len(base):])
+    return package, ()
 
 
 def _config(project: Project, fqn: tuple[str, ...], *layers: dict[str, Any]) -> TestConfig:
@@ -182,9 +193,7 @@ def generic_tests(project: Project, renderer: Renderer) -> tuple[list[DataTest],
     owners += [(name, seed.yml_path, list(_specs(seed.columns_yml)))
                for name, seed in sorted(project.seeds.items()) if seed.yml_path]
     for owner, path, specs in owners:
-        owner_node = project.models.get(owner)
-        package = owner_node.fqn[0] if owner_node else project.seeds[owner].fqn[0]
-        dirs = _fqn_dirs(path, owner_node.path, owner_node.fqn) if owner_node else ()
+        package, dirs = _fqn_base(project, path)
         for column, spec in specs:
             test, args, layer = _parse_spec(spec)
             full = test_name(test, owner, {**args, **({"column_name": column} if column else {})})
