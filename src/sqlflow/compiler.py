@@ -24,6 +24,7 @@ from sqlflow.planning.planner import build_plan, with_incremental
 from sqlflow.project.config import column_list
 from sqlflow.project.dag import Dag
 from sqlflow.project.eventtime import EventTime
+from sqlflow.project.left_to_dbt import is_microbatch, microbatch_notice
 from sqlflow.project.load import Project, load_project
 from sqlflow.project.profiles import Target
 from sqlflow.rendering.render import RenderedModel, render_project
@@ -78,6 +79,7 @@ def compile_project(project_dir: Path, *, mode: Mode, select: Sequence[str] | No
     refs = {n: m.refs for n, m in everything.models.items()}
     ephemerals = {n for n, m in everything.models.items() if m.config.materialized == "ephemeral"}
     parse_errors: list[Diagnostic] = []
+    microbatch: list[tuple[str, str]] = []
     for name in everything.order:
         rendered = everything.models[name]
         chain = [everything.models[e] for e in ephemeral_chain(name, refs, ephemerals)]
@@ -96,6 +98,9 @@ def compile_project(project_dir: Path, *, mode: Mode, select: Sequence[str] | No
             continue
         result.irs[name] = ir
         if name not in selected:
+            continue
+        if is_microbatch(rendered.config):  # left to dbt, said once below
+            microbatch.append((name, rendered.path))
             continue
         findings = check(ir, mode) + stream_input_findings(ir, rendered.config.materialized, mode)
         result.diagnostics.extend(findings)
@@ -128,6 +133,7 @@ def compile_project(project_dir: Path, *, mode: Mode, select: Sequence[str] | No
         result.plans[name] = dataclasses.replace(plan, source_map=rendered.source_map)
     if parse_errors:
         raise SqlflowError(diagnostics=parse_errors)
+    result.diagnostics.extend(microbatch_notice(microbatch))
     from sqlflow.planning.fusion import fuse_routes
     from sqlflow.project.notify import notify_hooks
 

@@ -1,16 +1,18 @@
 """An `incremental` model compiles to two SQLs (`is_incremental()` false and true) and dbt-spark's
-strategy; custom generic tests (`{% test %}` blocks) render like dbt's. No Spark."""
+strategy and `on_schema_change`; a `microbatch` one is left to dbt, a date range refused;
+custom generic tests (`{% test %}` blocks) and test configs render like dbt's. No Spark."""
 
 from __future__ import annotations
 
 import pytest
 
-from helpers import make_project
+from helpers import make_project, make_target
 from sqlflow.compiler import compile_project
 from sqlflow.errors import SqlflowError
 from sqlflow.project.load import load_project
 from sqlflow.rendering.data_tests import data_tests
 from sqlflow.runtime.dbt_incremental import merge_sql
+from sqlflow.runtime.dispatch import run_models
 
 BASE = {"base.sql": "{{ config(materialized='table') }}\nselect 1 as id, 2 as v"}
 NEWER = "{% if is_incremental() %}where id > (select max(id) from {{ this }}){% endif %}"
@@ -36,7 +38,6 @@ def test_the_plan_has_the_full_sql_and_the_incremental_one_reading_this(tmp_path
 @pytest.mark.parametrize(("config", "says"), [
     (", incremental_strategy='merge'", "needs file_format 'delta'"),
     (", incremental_strategy='upsert'", "expected one of 'append', 'merge', 'insert_overwrite'"),
-    (", incremental_strategy='microbatch'", "sqlflow dbt run"),
 ])
 def test_a_strategy_dbt_spark_refuses_is_an_error_at_its_line(tmp_path, config, says):
     result = compile_one(tmp_path, config)
@@ -88,3 +89,53 @@ def test_an_undefined_generic_test_is_an_error_at_its_yml(tmp_path):
         """})
     with pytest.raises(SqlflowError, match="generic test `positve` is not defined"):
         data_tests(load_project(project), make_target())
+
+
+def test_on_schema_change_is_carried_and_an_unknown_value_is_ignore_as_in_dbt(tmp_path):
+    run = compile_one(tmp_path, ", on_schema_change='sync_all_columns'").plans["inc"].incremental
+    assert run.on_schema_change == "sync_all_columns"
+    run = compile_one(tmp_path / "b", ", on_schema_change='drop_all'").plans["inc"].incremental
+    assert run.on_schema_change == "ignore"
+
+
+def test_a_microbatch_model_is_left_to_dbt_once_and_its_readers_still_plan(tmp_path):
+    project = make_project(tmp_path, models={
+        **BASE, "mb.sql": "{{ config(materialized='incremental', incremental_strategy='microbatch', "
+                          "event_time='at', batch_size='day', begin='2024-01-01') }}\n"
+                          "select id, v, current_timestamp() as at from {{ ref('base') }}",
+        "reader.sql": "select id from {{ ref('mb') }}"})
+    result = compile_project(project, mode="batch")
+    assert "mb" not in result.plans and "dw.mb" in result.plans["reader"].sql
+    [notice] = [w for w in result.warnings if "microbatch" in w.message]
+    assert "`mb` (models/mb.sql)" in notice.message and "sqlflow dbt run --select mb" in notice.hint
+    assert not result.errors
+
+
+def test_a_date_range_run_of_an_incremental_model_is_refused_before_anything_runs(tmp_path):
+    from datetime import date
+
+    plans = list(compile_one(tmp_path, ", partition_by=['v']").plans.values())
+    with pytest.raises(SqlflowError, match="a --start/--end range does not apply") as err:
+        next(run_models(None, plans, start=date(2024, 1, 1), end=date(2024, 1, 2)))  # type: ignore[arg-type]
+    assert "--exclude inc" in (err.value.diagnostics[0].hint or "")
+
+
+def test_test_configs_render_as_dbt_renders_them(tmp_path):
+    project = make_project(tmp_path, models=BASE, project_yml={
+        "data_tests": {"testproj": {"+severity": "warn"}}}, yml={"base.yml": """\
+        models:
+          - name: base
+            columns:
+              - name: id
+                data_tests:
+                  - not_null:
+                      config: {where: "v > 1", store_failures: true}
+                  - unique: {name: id_is_unique, severity: error, limit: 3}
+        """}, files={"tests/one.sql": "{{ config(store_failures_as='view') }}\nselect 1 as x"})
+    tests = {t.name: t for t in data_tests(load_project(project), make_target())[0]}
+    not_null, unique, one = tests["not_null_base_id"], tests["id_is_unique"], tests["one"]
+    assert "(select * from dw.base where v > 1) dbt_subquery" in not_null.sql
+    assert "select *" in not_null.sql.lower().split("from")[0]  # dbt's not_null stores every column
+    assert (not_null.severity, str(not_null.relation)) == ("warn", "dw_dbt_test__audit.not_null_base_id")
+    assert (unique.severity, unique.config.limit, unique.relation) == ("error", 3, None)
+    assert (one.config.store_as, str(one.relation)) == ("view", "dw_dbt_test__audit.one")

@@ -57,3 +57,25 @@ def test_ref_to_a_package_node_it_does_not_have_names_what_it_has(tmp_path):
     with pytest.raises(SqlflowError, match="package `minipkg` has no model or seed `pkg_modle`"
                                            ".*pkg_model"):
         compile_project(root, mode="batch")
+
+
+def test_root_project_properties_of_a_package_model_apply_as_in_dbt(tmp_path):
+    files = {**PACKAGE, "dbt_packages/minipkg/models/pkg.yml": "models: []\n"}
+    root = make_project(tmp_path, models={"mine.sql": "select 1 as id"}, files=files, yml={
+        "props.yml": "models:\n  - name: pkg_model\n    description: from the root\n"
+                     "    config: {tags: [rooted]}\n"
+                     "    columns:\n      - name: id\n        data_tests: [not_null]\n"})
+    loaded = load_project(root)
+    node = loaded.models["pkg_model"]
+    assert node.properties is not None and node.properties.description == "from the root"
+    assert "rooted" in node.base_config.get("tags", [])
+    assert not [w for w in loaded.warnings if "pkg_model" in w.message]
+    names = {t.name for t in data_tests(loaded, make_target())[0]}
+    assert "not_null_pkg_model_id" in names
+
+
+def test_a_package_model_with_properties_in_both_projects_is_an_error_as_in_dbt(tmp_path):
+    root = make_project(tmp_path, models={"mine.sql": "select 1 as id"}, files=PACKAGE, yml={
+        "props.yml": "models:\n  - name: pkg_model\n    description: twice\n"})
+    with pytest.raises(SqlflowError, match="has properties in two places"):
+        load_project(root)

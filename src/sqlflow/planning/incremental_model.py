@@ -30,6 +30,8 @@ from sqlflow.project.config import column_list
 Strategy = Literal["append", "merge", "insert_overwrite"]
 STRATEGIES: tuple[str, ...] = ("append", "merge", "insert_overwrite")
 MERGE_FORMATS = ("delta", "iceberg", "hudi")  # dbt-spark's validate.sql
+# dbt's incremental_validate_on_schema_change: any other value is `ignore`
+SCHEMA_CHANGES = ("ignore", "fail", "append_new_columns", "sync_all_columns")
 
 
 @dataclass(frozen=True)
@@ -39,7 +41,9 @@ class IncrementalRun:
     (none: every row is inserted, dbt's `on FALSE`); `predicates`: the model's
     `incremental_predicates`, added to the merge condition; `update_columns` / `exclude_columns`:
     `merge_update_columns` / `merge_exclude_columns`; `full_refresh`: the model's
-    `full_refresh` config (False: `--full-refresh` leaves it incremental, as in dbt)."""
+    `full_refresh` config (False: `--full-refresh` leaves it incremental, as in dbt);
+    `on_schema_change`: what the run does when the new rows' columns differ from the table's
+    (`sqlflow.runtime.schema_change`; an unknown value is dbt's `ignore`)."""
 
     sql: str
     strategy: Strategy
@@ -48,6 +52,7 @@ class IncrementalRun:
     update_columns: tuple[str, ...] = ()
     exclude_columns: tuple[str, ...] = ()
     full_refresh: bool | None = None
+    on_schema_change: str = "ignore"
 
 
 def strategy_of(configured: str | None, file_format: str) -> Strategy:
@@ -80,7 +85,9 @@ def incremental_run(config: Any, sql: str, file_format: str,
         sql=sql, strategy=strategy, unique_key=column_list(config.unique_key),
         predicates=predicates, update_columns=tuple(config.merge_update_columns or ()),
         exclude_columns=tuple(config.merge_exclude_columns or ()),
-        full_refresh=config.full_refresh)
+        full_refresh=config.full_refresh,
+        on_schema_change=config.on_schema_change if config.on_schema_change in SCHEMA_CHANGES
+        else "ignore")
 
 
 def _condition(text: str) -> str:

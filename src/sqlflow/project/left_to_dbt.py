@@ -1,8 +1,10 @@
-"""The nodes of a dbt project that sqlflow leaves to dbt: snapshots and Python models.
+"""The nodes of a dbt project that sqlflow leaves to dbt: snapshots, Python models and
+`microbatch` incremental models.
 
-sqlflow never skips them silently: `load_project` turns what it finds here into one warning
-per kind, which every command that compiles prints once, with the dbt command that builds
-them (docs/authoring.md, "Bring your dbt project").
+sqlflow never skips them silently: `load_project` (snapshots, Python models) and
+`compile_project` (microbatch models) turn what they find here into one warning per kind,
+which every command that compiles prints once, with the dbt command that builds them
+(docs/authoring.md, "Bring your dbt project").
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -43,6 +46,31 @@ def dbt_only_notices(root: Path, model_paths: Iterable[str],
             "build them with `sqlflow dbt snapshot` (dbt's timestamp and check strategies)",
             severity="warning"))
     return out
+
+
+def is_microbatch(config: Any) -> bool:
+    """An `incremental` model with dbt's `microbatch` strategy (dbt runs it batch by batch of
+    its `event_time`, with `--event-time-start/--event-time-end`): sqlflow leaves it to dbt."""
+    return config.materialized == "incremental" and str(
+        config.incremental_strategy or "").strip().lower() == "microbatch"
+
+
+def microbatch_notice(found: list[tuple[str, str]]) -> list[Diagnostic]:
+    """One warning naming the microbatch models ((name, path) pairs) sqlflow does not build.
+
+    >>> microbatch_notice([])
+    []
+    >>> print(microbatch_notice([("events", "models/events.sql")])[0].message)
+    sqlflow does not run the `microbatch` incremental strategy; it leaves `events` (models/events.sql) to dbt
+    """
+    if not found:
+        return []
+    names = " ".join(name for name, _ in found)
+    return [Diagnostic(
+        f"sqlflow does not run the `microbatch` incremental strategy; it leaves {_listed(found)} "
+        "to dbt", Location(found[0][1]),
+        f"build them with `sqlflow dbt run --select {names}` (models reading them read the "
+        "table dbt builds)", severity="warning")]
 
 
 def _files(folder: Path, pattern: str) -> list[Path]:

@@ -104,6 +104,8 @@ class Project(BaseModel):
     dispatch: dict[str, tuple[str, ...]] = Field(default_factory=dict)
     seeds: dict[str, SeedNode] = Field(default_factory=dict)
     test_paths: tuple[str, ...] = ("tests",)
+    # dbt_project.yml `tests:` then `data_tests:`: data test config by fqn (rendering.test_config)
+    test_configs: tuple[dict[str, Any], ...] = ()
     warnings: tuple[Diagnostic, ...] = ()
 
     def source(self, source_name: str, table_name: str) -> SourceTable | None:
@@ -124,12 +126,16 @@ def load_project(project_dir: Path) -> Project:
     _check_tree(pfile.models, tree_lines, sink)
     sql_files = _model_files(root, pfile)
     props, sources = _read_ymls(root, pfile, sink)
-    models = _build_models(root, pfile, sql_files, props, sink)
+    models = _build_models(root, pfile, sql_files, props, sink, orphans=False)
     macros, macro_files = _read_macros(root, pfile, sink)
     packages = {**installed_packages(root, sink), INTERNAL: internal_package()}
     seeds = read_seeds(root, pfile.name, pfile.seed_paths, pfile.seeds, sink,
                        tuple(pfile.model_paths))
-    package_tests = _package_nodes(root, pfile, models, sources, seeds, sink)
+    package_tests = _package_nodes(root, pfile, models, sources, seeds, sink, props)
+    for name, prop in props.items():
+        if name not in models:
+            sink.warning(f"yml properties for model `{name}`, which has no .sql file",
+                         Location(prop.path, prop.line), did_you_mean(name, list(models)))
     for name in seeds.keys() & models.keys():
         sink.error(f"a seed and a model are both named `{name}` ({seeds[name].path} and "
                    f"{models[name].path})", Location(seeds[name].path),
@@ -141,6 +147,8 @@ def load_project(project_dir: Path) -> Project:
         models=models, sources=sources, macros=macros, macro_files=macro_files,
         packages=packages, dispatch=_dispatch(pfile, sink), seeds=seeds,
         test_paths=(*pfile.test_paths, *package_tests),
+        test_configs=tuple(tree for key in ("tests", "data_tests")
+                           if isinstance(tree := (pfile.model_extra or {}).get(key), dict)),
         warnings=tuple(sink.warnings) + tuple(_unused_paths(pfile, models)) + tuple(
             dbt_only_notices(root, pfile.model_paths,
                              (pfile.model_extra or {}).get("snapshot-paths") or ["snapshots"])),
@@ -149,12 +157,16 @@ def load_project(project_dir: Path) -> Project:
 
 def _package_nodes(root: Path, pfile: ProjectFile, models: dict[str, ModelNode],
                    sources: dict[str, SourceTable], seeds: dict[str, SeedNode],
-                   sink: DiagnosticSink) -> list[str]:
+                   sink: DiagnosticSink,
+                   root_props: dict[str, ModelProperties] | None = None) -> list[str]:
     """The models, sources and seeds of every package installed under `dbt_packages/`, added
     to the project's, as dbt loads them (docs/semantics.md, "Macros, packages and
     adapter.dispatch"): each one's fqn starts with its package's name, its config is the
-    package's `models:`/`seeds:` tree with the root project's over it. Returns the packages'
-    test paths (their singular tests), relative to `root`."""
+    package's `models:`/`seeds:` tree with the root project's over it. A root-project yml
+    entry naming a package model is that model's properties (description, columns, tests,
+    config), as dbt's patch lookup falls back to any package; the package's own entry for it
+    too is an error, as in dbt (a model is patched once). Returns the packages' test paths
+    (their singular tests), relative to `root`."""
     tests: list[str] = []
     folder = root / PACKAGES_DIR
     for pdir in sorted(folder.iterdir()) if folder.is_dir() else []:
@@ -165,6 +177,17 @@ def _package_nodes(root: Path, pfile: ProjectFile, models: dict[str, ModelNode],
         except SqlflowError:
             continue  # reported by the package's macro loading (packages.installed_packages)
         props, _ = _read_ymls(pdir, ppf, sink, shown=root, sources=sources)
+        names = {fqn[-1] for _, _, fqn in _model_files(pdir, ppf, shown=root)}
+        for name, prop in (root_props or {}).items():
+            if name in models or name not in names:
+                continue
+            if name in props:
+                sink.error(f"model `{name}` of package `{ppf.name}` has properties in two places "
+                           f"({props[name].path}:{props[name].line} and {prop.path}:{prop.line})",
+                           Location(prop.path, prop.line),
+                           "keep one entry; dbt patches a model once too")
+                continue
+            props[name] = prop
         _build_models(pdir, ppf, _model_files(pdir, ppf, shown=root), props, sink,
                       trees=(ppf.models, pfile.models), models=models)
         for name, seed in read_seeds(pdir, ppf.name, ppf.seed_paths, ppf.seeds, sink,
@@ -232,9 +255,11 @@ def _model_files(root: Path, pfile: ProjectFile,
 
 def _build_models(root: Path, pfile: ProjectFile, files: list, props: dict[str, ModelProperties],
                   sink: DiagnosticSink, trees: tuple[dict[str, Any], ...] | None = None,
-                  models: dict[str, ModelNode] | None = None) -> dict[str, ModelNode]:
+                  models: dict[str, ModelNode] | None = None,
+                  orphans: bool = True) -> dict[str, ModelNode]:
     """The models of `files` added to `models`; configs from the `models:` `trees` (the
-    project's own; a package's, then the root project's over it)."""
+    project's own; a package's, then the root project's over it). `orphans`: warn about
+    properties naming no model here (the root project's are checked after the packages')."""
     models = {} if models is None else models
     for rel, file, fqn in files:
         name = fqn[-1]
@@ -256,7 +281,7 @@ def _build_models(root: Path, pfile: ProjectFile, files: list, props: dict[str, 
             config = merge_config(config, prop.config)
         models[name] = ModelNode(name=name, path=rel, raw_sql=file.read_text(), fqn=fqn,
                                  properties=prop, base_config=normalize_keys(config))
-    for name, prop in props.items():
+    for name, prop in props.items() if orphans else ():
         if name not in models:
             sink.warning(f"yml properties for model `{name}`, which has no .sql file",
                          Location(prop.path, prop.line), did_you_mean(name, list(models)))

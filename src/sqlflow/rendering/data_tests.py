@@ -7,34 +7,47 @@ the `.sql` files of the test paths, rendered like models. Custom generic tests (
 `{% test name(model, column_name) %}` block in the macro paths, `tests/generic/` or an
 installed package: the macro `test_<name>`) render like the built-ins, with `model`, the
 column (none for a test on the model itself) and the test's arguments. A test's SQL selects
-the failing rows; it fails when it returns any.
+the failing rows; it fails when it returns any. Its config (`sqlflow.rendering.test_config`)
+is dbt's: `where` filters the tested model (`model` is `(select * from <model> where ...)
+dbt_subquery`, dbt's `get_where_subquery`), `limit`, `fail_calc` / `warn_if` / `error_if`,
+`severity`, `store_failures` / `store_failures_as` (the failing rows kept in `relation`).
 """
 
 from __future__ import annotations
 
+import hashlib
 import re
 from dataclasses import dataclass
+from pathlib import PurePosixPath
 from typing import Any
 
 from sqlflow.errors import Location, SqlflowError
+from sqlflow.project.config import project_layers
 from sqlflow.project.load import ModelNode, Project
-from sqlflow.project.packages import INTERNAL, TEST_PREFIX
-from sqlflow.rendering.render import Renderer
+from sqlflow.project.packages import INTERNAL, PACKAGES_DIR, TEST_PREFIX
+from sqlflow.rendering.render import Relation, Renderer
+from sqlflow.rendering.test_config import KEYS, TestConfig, as_dict, resolve
 
 BUILTIN = ("unique", "not_null", "accepted_values", "relationships")
-_NOT_ARGS = {"config", "severity", "name", "description", "tags", "where", "arguments"}
+_NOT_ARGS = {"config", "name", "description", "arguments", *KEYS}
 
 
 @dataclass(frozen=True)
 class DataTest:
-    """One test: the node it is attached to, every node it reads, its SQL and severity."""
+    """One test: the node it is attached to, every node it reads, its SQL and config;
+    `relation`: where its failing rows are stored (`store_failures`), else None."""
 
     name: str
     attached: tuple[str, ...]
     refs: tuple[str, ...]
     sql: str
-    severity: str  # "error" or "warn"
     path: str
+    config: TestConfig = TestConfig()
+    relation: Relation | None = None
+
+    @property
+    def severity(self) -> str:  # "error" or "warn"
+        return self.config.severity
 
 
 @dataclass(frozen=True)
@@ -57,17 +70,21 @@ def _specs(columns: Any) -> list[tuple[str, Any]]:
 
 
 def _parse_spec(spec: Any) -> tuple[str, dict[str, Any], dict[str, Any]]:
-    """(test name, arguments, config) of a yml test entry."""
+    """(test name, arguments, config) of a yml test entry: dbt's config keys beside the
+    arguments, then under `config:`; a custom `name:` is kept in the config as `name`."""
     if isinstance(spec, str):
         return spec, {}, {}
+    if isinstance(spec, dict) and "test_name" in spec:  # {test_name: unique, name: ..., ...}
+        spec = {spec["test_name"]: {k: v for k, v in spec.items() if k != "test_name"}}
     if isinstance(spec, dict) and len(spec) == 1:
         name, body = next(iter(spec.items()))
         body = body if isinstance(body, dict) else {}
         args = {k: v for k, v in body.items() if k not in _NOT_ARGS}
         args.update(body.get("arguments") or {})
-        config = dict(body.get("config") or {})
-        if "severity" in body:
-            config["severity"] = body["severity"]
+        config = {k: body[k] for k in KEYS if k in body}
+        config.update(body.get("config") or {})
+        if isinstance(body.get("name"), str):
+            config["name"] = body["name"]
         return str(name), args, config
     raise SqlflowError(f"a test entry must be a name or a mapping, not {spec!r}",
                        hint="write `- unique` or `- accepted_values: {values: [a, b]}`")
@@ -97,6 +114,47 @@ def test_name(test: str, owner: str, args: dict[str, Any]) -> str:
             list(value) if isinstance(value, (list, tuple)) else [value])
         flat += [re.sub("[^0-9a-zA-Z_]+", "_", str(p)) for p in parts]
     return f"{test.replace('.', '_')}_{owner}_{'__'.join(flat)}"
+
+
+def test_alias(test: str, owner: str, full_name: str) -> str:
+    """The table dbt names a generic test's stored failures: its full name, or when that is 64
+    characters or more, the test and node cut to 30 characters and the full name's md5.
+
+    >>> test_alias("not_null", "orders", "not_null_orders_id")
+    'not_null_orders_id'
+    >>> test_alias("accepted_values", "customer_orders", "accepted_values_customer_orders_status__placed__shipped__completed")
+    'accepted_values_customer_order_9fbd9dab141f723dc7d16373c70d5435'
+    """
+    if len(full_name) < 64:
+        return full_name
+    return f"{(test.replace('.', '_') + '_' + owner)[:30]}_{hashlib.md5(full_name.encode()).hexdigest()}"
+
+
+def _fqn_base(project: Project, yml_path: str) -> tuple[str, tuple[str, ...]]:
+    """The package and folders that start a generic test's fqn (dbt's `get_fqn_prefix`): the
+    project its yml belongs to, and the yml's folders below that project's model path.
+
+    >>> class P: name, model_paths = "shop", ("models",)
+    >>> _fqn_base(P, "models/staging/schema.yml"), _fqn_base(P, "dbt_packages/u/models/a/x.yml")
+    (('shop', ('staging',)), ('u', ('a',)))
+    """
+    parts = PurePosixPath(yml_path).parent.parts
+    package, model_paths = project.name, project.model_paths
+    if parts[:1] == (PACKAGES_DIR,) and len(parts) > 1:
+        package, parts, model_paths = parts[1], parts[2:], ("models",)
+    for folder in model_paths:
+        base = PurePosixPath(folder).parts
+        if parts[:len(base)] == base:
+            return package, tuple(parts[len(base):])
+    return package, ()
+
+
+def _config(project: Project, fqn: tuple[str, ...], *layers: dict[str, Any]) -> TestConfig:
+    tree_layers = [layer for tree in project.test_configs for layer in project_layers(tree, fqn)]
+    try:
+        return resolve([*tree_layers, *layers])
+    except ValueError as exc:
+        raise SqlflowError(f"test `{fqn[-1]}`: {exc}", hint="fix the test's config") from None
 
 
 def _test_macro(project: Project, test: str, path: str) -> str:
@@ -135,20 +193,34 @@ def generic_tests(project: Project, renderer: Renderer) -> tuple[list[DataTest],
     owners += [(name, seed.yml_path, list(_specs(seed.columns_yml)))
                for name, seed in sorted(project.seeds.items()) if seed.yml_path]
     for owner, path, specs in owners:
+        package, dirs = _fqn_base(project, path)
         for column, spec in specs:
-            test, args, config = _parse_spec(spec)
-            test_id = test_name(test, owner, {**args, **({"column_name": column} if column else {})})
+            test, args, layer = _parse_spec(spec)
+            full = test_name(test, owner, {**args, **({"column_name": column} if column else {})})
+            test_id = str(layer.pop("name", full))
+            config = _config(project, (package, *dirs, test_id), layer)
+            if not config.enabled:
+                continue
             extra: dict[str, Any] = {}
-            kwargs = [f"model=ref('{owner}')"]
+            model = f"ref('{owner}')"
+            if config.where:  # dbt's get_where_subquery
+                extra["test_where"] = config.where
+                model = f"('(select * from ' ~ {model} ~ ' where ' ~ test_where ~ ') dbt_subquery')"
+            kwargs = [f"model={model}"]
             if column is not None:
                 kwargs.append("column_name='" + column.replace("'", "") + "'")
             kwargs += [f"{k}={_arg_text(v, k, extra)}" for k, v in sorted(args.items())]
             text = "{{ " + _test_macro(project, test, path) + "(" + ", ".join(kwargs) + ") }}"
-            node = ModelNode(name=test_id, path=path, raw_sql=text, fqn=(project.name, test_id))
-            rendered = renderer.render_node(node, extra)
-            tests.append(DataTest(test_id, (owner,), rendered.refs, rendered.sql,
-                                  str(config.get("severity", "error")).lower(), path))
+            node = ModelNode(name=test_id, path=path, raw_sql=text, fqn=(package, *dirs, test_id))
+            rendered, _ = renderer.render_test(node, extra, as_dict(config))
+            alias = config.alias or (test_id if test_id != full else test_alias(test, owner, full))
+            tests.append(DataTest(test_id, (owner,), rendered.refs, rendered.sql, path, config,
+                                  _stored(renderer, config, alias, node)))
     return tests, []
+
+
+def _stored(renderer: Renderer, config: TestConfig, alias: str, node: ModelNode) -> Relation | None:
+    return renderer.test_relation(config.schema, alias, node) if config.store_as else None
 
 
 def singular_tests(project: Project, renderer: Renderer, test_paths: list[str]) -> list[DataTest]:
@@ -159,10 +231,13 @@ def singular_tests(project: Project, renderer: Renderer, test_paths: list[str]) 
             if "generic" in file.relative_to(base).parts:
                 continue  # custom generic test definitions, not tests
             rel = file.relative_to(project.root).as_posix()
-            node = ModelNode(name=file.stem, path=rel, raw_sql=file.read_text(),
-                             fqn=(project.name, file.stem))
-            rendered = renderer.render_node(node)
-            out.append(DataTest(file.stem, rendered.refs, rendered.refs, rendered.sql, "error", rel))
+            fqn = (project.name, *file.relative_to(base).parent.parts, file.stem)
+            node = ModelNode(name=file.stem, path=rel, raw_sql=file.read_text(), fqn=fqn)
+            rendered, calls = renderer.render_test(node)
+            config = _config(project, fqn, *calls)
+            if config.enabled:
+                out.append(DataTest(file.stem, rendered.refs, rendered.refs, rendered.sql, rel,
+                                    config, _stored(renderer, config, config.alias or file.stem, node)))
     return out
 
 

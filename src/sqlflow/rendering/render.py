@@ -155,8 +155,18 @@ class Renderer:
     def render_node(self, node: ModelNode, extra: dict[str, Any] | None = None) -> RenderedModel:
         """Render a node that is not one of the project's models (a dbt data test) as a model
         is rendered; `extra` adds names to its context."""
+        return self.render_test(node, extra)[0]
+
+    def render_test(self, node: ModelNode, extra: dict[str, Any] | None = None,
+                    test_config: dict[str, Any] | None = None,
+                    ) -> tuple[RenderedModel, list[dict[str, Any]]]:
+        """`render_node`, and the `{{ config(...) }}` calls of the node (a data test's config:
+        dbt's test keys, `severity`, `store_failures`, ..., not a model's). `test_config`: what
+        `config.get` returns for those keys (dbt's not_null selects `*` when storing failures)."""
         config = _validate(dict(node.base_config), node)
         ctx = _ModelRun(self, node, config, capture=False)
+        ctx.config.checked = False
+        ctx.config.test_keys = dict(test_config or {})
         ctx.context.update(extra or {})
         marked = self._run(node, ctx)
         sql, source_map = strip_markers(node.path, node.raw_sql, marked)
@@ -164,7 +174,14 @@ class Renderer:
             name=node.name, path=node.path, sql=sql, refs=tuple(dict.fromkeys(ctx.refs)),
             sources=tuple(dict.fromkeys(ctx.sources)), config=config,
             relation=Relation("", node.name), inputs=tuple(dict.fromkeys(ctx.inputs)),
-            source_map=source_map)
+            source_map=source_map), ctx.config.calls
+
+    def test_relation(self, schema: str, alias: str, node: ModelNode) -> Relation:
+        """Where a data test stores its failing rows: its `schema` config through
+        generate_schema_name (dbt's default: `<target schema>_dbt_test__audit`), named `alias`."""
+        info = {**_node_dict(node, None), "resource_type": "test",
+                "unique_id": f"test.{node.fqn[0]}.{node.name}"}
+        return Relation(self._generated("generate_schema_name", schema, info), alias)
 
     def final_config(self, name: str) -> ModelConfig:
         """The model's merged config, including its `{{ config() }}` calls."""
@@ -395,6 +412,8 @@ class _Config:
     def __init__(self, node: ModelNode, current: ModelConfig, capture: bool) -> None:
         self.node, self.current, self.capture = node, current, capture
         self.calls: list[dict[str, Any]] = []
+        self.checked = True  # a model's keys; a data test's config has dbt's test keys
+        self.test_keys: dict[str, Any] = {}
 
     def __call__(self, *args: Any, **kwargs: Any) -> str:
         layer: dict[str, Any] = {}
@@ -404,13 +423,16 @@ class _Config:
                                    hint="write config(materialized='table')")
             layer.update(arg)
         layer.update(kwargs)
-        diags = check_layer(layer, Location(self.node.path))
+        diags = check_layer(layer, Location(self.node.path)) if self.checked else []
         if diags:
             raise SqlflowError(diagnostics=[_unlocated(d) for d in diags])
         self.calls.append(layer)
         return ""
 
     def get(self, key: str, default: Any = None) -> Any:
+        if key in self.test_keys:
+            value = self.test_keys[key]
+            return default if value is None else value
         merged = dict(self.current.model_dump(by_alias=True))
         for call in self.calls if self.capture else ():
             merged = merge_config(merged, call)

@@ -20,7 +20,6 @@ only the output is filtered. Both give the same rows (tests/runtime/test_batch_r
 
 from __future__ import annotations
 
-import dataclasses
 import time
 import uuid
 from collections.abc import Mapping
@@ -56,7 +55,7 @@ def run_batch(ctx: Context, plan: BatchPlan, *, start: date | None = None,
     inputs to a Delta version (`sqlflow audit`: what a stream had processed); others: latest.
 
     An `incremental` model runs incrementally when its table exists, unless `full_refresh`
-    (`sqlflow.runtime.dbt_incremental`); a date range backfills it from its plain SQL.
+    (`sqlflow.runtime.dbt_incremental`); a date range is refused for it, as dbt has none.
     Raises SqlflowError naming the model for anything that stops it: a missing input table,
     a bad range, or Spark refusing the SQL or the write.
     """
@@ -64,10 +63,9 @@ def run_batch(ctx: Context, plan: BatchPlan, *, start: date | None = None,
     dates = DateRange.of(start, end)
     if plan.sink.write != "overwrite_partitions":
         dates = None  # a table or view is rebuilt whole; a range does not apply
-    if dates is None:
-        plan = dbt_incremental.choose(spark, plan, full_refresh=full_refresh)
-    else:
-        plan = dataclasses.replace(plan, incremental=None)
+    if dates is not None:
+        dbt_incremental.refuse_range([plan])
+    plan = dbt_incremental.choose(spark, plan, full_refresh=full_refresh)
     began = time.monotonic()
     _check_plan(spark, plan)
     cached: list[DataFrame] = []

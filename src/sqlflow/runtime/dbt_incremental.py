@@ -5,7 +5,8 @@ table at the model's relation, with a view there, or on a full refresh (`--full-
 unless the model says `full_refresh: false`), the model is built from its plain SQL and
 replaces the relation (dbt's `create_table_as`); otherwise the run reads the SQL rendered with
 `is_incremental()` true and `write` applies the model's strategy to the existing table with
-the statement dbt-spark issues:
+the statement dbt-spark issues, after the model's `on_schema_change` compared the new rows'
+columns with the table's (`sqlflow.runtime.schema_change`):
 
 | strategy | statement |
 |---|---|
@@ -20,11 +21,14 @@ The table must be the model's own, or one `dbt run` built for it when the operat
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
+from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 
+from sqlflow.errors import Location, SqlflowError
 from sqlflow.planning.plan import BatchPlan
-from sqlflow.runtime import ownership, plain_tables
+from sqlflow.runtime import ownership, plain_tables, schema_change
 from sqlflow.runtime.delta import deltalog
 from sqlflow.runtime.delta.deltalog import quote
 from sqlflow.runtime.delta.sinks import WriteResult, committed
@@ -49,6 +53,27 @@ def choose(spark: SparkSession, plan: BatchPlan, *, full_refresh: bool) -> Batch
     return dataclasses.replace(plan, sql=run.sql)
 
 
+def refuse_range(plans: Sequence[Any]) -> None:
+    """A `--start/--end` run of an `incremental` model is refused before anything runs.
+
+    dbt has no date-range run for it (`--event-time-start/--event-time-end` apply to
+    `microbatch` models only): `dbt run` runs it incrementally, `dbt run --full-refresh`
+    rebuilds it whole. A range rebuild from its plain SQL would be neither: it replaces the
+    range's rows of a table whose other rows the incremental runs wrote (appended duplicates,
+    merged history), so the table would match neither dbt command.
+    """
+    found = [p for p in plans if getattr(p, "incremental", None) is not None]
+    if found:
+        names = " ".join(p.model for p in found)
+        raise SqlflowError(
+            f"model `{found[0].model}` is `incremental`: a --start/--end range does not apply to "
+            "it (dbt runs an incremental model incrementally, or rebuilds it whole with "
+            "--full-refresh; dbt's event-time range is for `microbatch` models only)",
+            location=Location(found[0].path),
+            hint=f"leave it out of the range run (`--exclude {names}`), then run it without "
+                 "--start/--end (incremental, as `dbt run`) or with --full-refresh")
+
+
 def write(spark: SparkSession, plan: BatchPlan, rows: DataFrame) -> WriteResult:
     """Apply the incremental run's strategy to the model's existing table (`choose` kept it)."""
     run = plan.incremental
@@ -60,6 +85,11 @@ def write(spark: SparkSession, plan: BatchPlan, rows: DataFrame) -> WriteResult:
                         origin=sink.origin, adopt=sink.adopt_unowned)
         if info.owner is None:  # adopted (dbt built it): record the owner
             plain_tables.claim(spark, sink)
+    try:  # dbt-spark's process_schema_changes, before the strategy's statement
+        schema_change.apply(spark, sink.table, rows, run.on_schema_change, info.format or "")
+    except ValueError as exc:
+        raise SqlflowError(f"model `{plan.model}`: {exc}", location=Location(plan.path),
+                           hint='docs/semantics.md, "Incremental models"') from None
     delta = info.format == "delta"
     before = deltalog.latest_version(spark, sink.table, info.location) if delta else None
     columns = spark.table(sink.table).columns

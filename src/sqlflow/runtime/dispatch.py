@@ -24,7 +24,7 @@ from pyspark.sql.streaming import StreamingQuery
 from sqlflow.engine.context import Context
 from sqlflow.planning.plan import BatchPlan, Plan, RoutedPlan, StreamPlan
 from sqlflow.project.runmode import STATE_DIR
-from sqlflow.runtime import batch, input_rewrites, ownership, run_lock
+from sqlflow.runtime import batch, dbt_incremental, input_rewrites, ownership, run_lock
 from sqlflow.runtime import repair as repairs
 from sqlflow.runtime.incremental import stream as incremental
 from sqlflow.runtime.query import AVAILABLE_NOW, checkpoint_dir, is_new, rebuild_command
@@ -78,7 +78,8 @@ def run_models(ctx: Context, plans: Sequence[BatchPlan | RoutedPlan], *, start: 
     Stops at the first model that fails: later models read its table, so running them would
     build on stale or missing rows. The SqlflowError raised names the model and why.
     """
-    DateRange.of(start, end)  # refuse a bad range before any model runs
+    if DateRange.of(start, end) is not None:  # refuse a bad range before any model runs
+        dbt_incremental.refuse_range(plans)
     # docs/semantics.md, "Table ownership": refuse the run before any table is touched
     ownership.check_plans(ctx.spark, plans, action="replace")
     for plan in plans:

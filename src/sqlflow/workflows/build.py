@@ -16,11 +16,11 @@ from rich.markup import escape
 
 from sqlflow.compiler import CompileResult
 from sqlflow.engine.context import Context
-from sqlflow.errors import SqlflowError
+from sqlflow.errors import Location, SqlflowError
 from sqlflow.planning.plan import BatchPlan, RoutedPlan
 from sqlflow.project.load import load_project
 from sqlflow.rendering.data_tests import DataTest, data_tests
-from sqlflow.runtime.data_tests import count_failures
+from sqlflow.runtime.data_tests import run_test
 from sqlflow.runtime.dispatch import run_models
 from sqlflow.runtime.seeds import load_seed
 from sqlflow.workflows.run import plans_for_run
@@ -117,13 +117,16 @@ def _run_test(ctx: Context, test: DataTest, out: Console, report: BuildReport,
     if set(test.refs) & skipped:
         report.lines.append(("test", test.name, "skip"))
         return
-    failures = count_failures(ctx.spark, test.sql)
-    if failures == 0:
-        status = "ok"
-    else:
-        status = "warn" if test.severity == "warn" else "fail"
+    try:
+        result = run_test(ctx.spark, test.sql, test.config, test.relation)
+    except ValueError as exc:  # a fail_calc / warn_if / error_if that is not SQL
+        raise SqlflowError(f"test `{test.name}`: {exc}", location=Location(test.path),
+                           hint="fix the test's config") from None
+    status = result.status(test.severity)
+    stored = f"; failing rows in {test.relation}" if test.relation is not None else ""
     out.print(escape(f"test {test.name}: {status.upper()}"
-                     + (f" ({failures:,} failing rows)" if failures else "")), soft_wrap=True)
+                     + (f" (got {result.failures} failures{stored})" if status != "ok" else "")),
+              soft_wrap=True)
     report.lines.append(("test", test.name, status))
     if status == "fail":
         for node in test.attached:
