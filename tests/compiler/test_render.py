@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -316,7 +314,8 @@ def test_rendering_is_deterministic_and_the_source_map_is_monotonic(tmp_path_fac
 # --- speed ----------------------------------------------------------------------------------------
 
 
-def test_a_thousand_models_render_in_seconds(tmp_path):
+def test_a_thousand_models_render(tmp_path):
+    """Scale, not speed (no timed assertion in a test; bench/compile.py times it)."""
     models = {}
     for chain in range(20):
         for step in range(50):
@@ -325,12 +324,9 @@ def test_a_thousand_models_render_in_seconds(tmp_path):
                 "{{ config(materialized='streaming_table', partition_by=['dt']) }}\n"
                 f"select e.*, {{{{ twice({step}) }}}} as k\nfrom {parent} as e\n")
     root = make_project(tmp_path, models=models, yml=SOURCES, macros=MACROS)
-    start = time.perf_counter()
     result = render_project(load_project(root), make_target())
-    elapsed = time.perf_counter() - start
     assert len(result.models) == 1000
     assert result.models["m_3_7"].sql.endswith("from dw.m_3_6 as e")
-    assert elapsed < 20, f"1,000 models took {elapsed:.1f}s"
 
 
 def test_rendered_model_summary_is_json_ready(tmp_path):
