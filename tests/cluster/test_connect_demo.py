@@ -5,11 +5,14 @@ Batch: the server gets the `local` reference run's sources and commit log (copie
 Delta folders, registered as tables: `sqlflow demo generate` cannot run over Connect, see
 below), `sqlflow --target connect run --mode batch` builds the staging and `dwd` models on the
 server, and every model and quarantine table equals the reference's, row for row (the routed
-group is still refused, see below).
+group is still refused, see below). Stream: `run --mode stream --trigger available-now
+--full-refresh` of the same models rebuilds them from new queries whose micro-batches the
+server's Python worker runs (`runtime/incremental/remote.py`), and every table equals the
+reference's again (stream/batch equivalence, over Connect).
 
 What cannot run over Connect with pyspark 4.2 is refused before any work, with the reason and
-the alternative (docs/deploy.md, "Spark Connect"): stream runs, routed groups and the demo
-generator.
+the alternative (docs/deploy.md, "Spark Connect"): interval triggers (the stream service),
+routed groups and the demo generator.
 """
 
 from __future__ import annotations
@@ -79,8 +82,22 @@ def test_connect_batch_equals_local(spark, local_run, connect_server, connect_so
                        skip=ROUTED)
 
 
+def test_connect_stream_equals_local(spark, local_run, connect_server, connect_sources, connect_project):
+    """The staging and `dwd` models as `available-now` queries over Connect (after the batch
+    test: --full-refresh drops its tables), equal to the local backfill: every micro-batch,
+    both interval joins (the left join's end-of-input flush runs in this process) and the
+    dimension join."""
+    project, env = connect_project
+    out = sqlflow(project, env, "--target", "connect", "run", "--mode", "stream", "--trigger",
+                  "available-now", "--full-refresh", "--select", "path:models/staging",
+                  "--select", "path:models/dwd", timeout=1200)
+    assert "dwd_ad_click_samples end-of-input flush" in out, out[-2000:]
+    assert_same_tables(spark, connect_server.state / "warehouse", local_run, databases=("dw",),
+                       skip=ROUTED)
+
+
 @pytest.mark.parametrize("command", [
-    ["run", "--mode", "stream", "--trigger", "available-now"],
+    ["run", "--mode", "stream", "--trigger", "10 seconds", "--select", "path:models/staging"],
     ["run", "--mode", "batch", "--select", "path:models/routed"],
     ["demo", "generate", *DEMO],
 ])

@@ -1,17 +1,21 @@
 """What sqlflow cannot do through Spark Connect (pyspark 4.2), said before any work starts.
 
 A Connect client has no JVM and no SparkContext: it sends plans to the server and gets rows
-back. Three things sqlflow does need more than that (docs/deploy.md, "Spark Connect"):
+back. A batch run works over Connect: the Delta log reader asks Spark when it has no JVM
+(docs/design.md §3, `runtime/delta/deltalog.py`) and the UDFs are pickled to the server. So
+does an `available-now` stream run of `incremental` models: the server runs each micro-batch
+in a Python worker of its own, with a picklable function that rebuilds what it needs there
+(`runtime/incremental/remote.py`), and this process reads the progress from the query and the
+commit log. What still cannot run (docs/deploy.md, "Spark Connect"):
 
-- a stream run's `foreachBatch` function is pickled and run in a Python process the SERVER
-  starts, with its own copy of every variable: the progress lines, the summary, the service's
-  restart policy, `sqlflow ctl`, the metrics would all be run against copies nobody reads,
-  and the journals would be written on the server's disk while this process reads its own;
+- an interval trigger (the stream service): its restart policy, `sqlflow ctl`, the metrics and
+  the idle-timeout padding act on the micro-batch function in this process, which over
+  Connect never sees a batch;
+- the `stateful` strategy and routed groups in stream mode: their micro-batch functions are
+  not made picklable yet;
 - `_SUCCESS` and ready markers are files written through the driver's Hadoop FileSystem
   (routed groups with `success_marker`, `sqlflow demo generate`, `sqlflow mark-ready`).
 
-A batch run without markers works over Connect: the Delta log reader asks Spark when it has no
-JVM (docs/design.md §3, `runtime/delta/deltalog.py`) and the UDFs are pickled to the server.
 The client encodes each expression as nested protobuf messages it can decode only about 50
 calls deep, so sqlflow builds its own expressions flat (`runtime/delta/partition_path.py`);
 should a model's still be too deep, `nesting_error` says so instead of a traceback.
@@ -24,16 +28,20 @@ from sqlflow.project.profiles import Target
 
 # what cannot run over Connect -> why (the sentence after "because")
 LIMITS = {
-    "stream": "a stream run's micro-batch function (foreachBatch) runs in a Python process of the "
-              "Connect server, which cannot report progress, restart failed models, obey "
-              "`sqlflow ctl` or keep its journals where this process reads them",
+    "interval": "an interval trigger runs the stream service, whose restart policy, `sqlflow ctl`, "
+                "metrics and idle-timeout padding act on the micro-batch functions in this "
+                "process, while over Connect the server's Python worker runs every micro-batch "
+                "(run `--trigger available-now` over Connect)",
+    "stateful": "a `stateful` model's micro-batch function holds this process's session and lock "
+                "and is not made picklable for the server's Python worker yet (the `incremental` "
+                "strategy runs over Connect)",
     "markers": "a routed group's `_SUCCESS` markers are files written through the driver's Hadoop "
                "FileSystem, which a Connect client does not have (set `success_marker: false` in "
                "the group's `routing` config to run it over Connect)",
-    "routed": "a routed group's write builds one Spark expression nested deeper than the Connect "
-              "client's protobuf decoder accepts (`DecodeError: Error parsing message with type "
-              "'spark.connect.Expression'`, pyspark 4.2); deselect the group (`--select` the other "
-              "models)",
+    "routed": "a routed group has not run over Connect since its write expression was made flat "
+              "(it was nested deeper than the client's protobuf decoder accepts), and its stream "
+              "function holds this process's session: it is not made picklable for the server's "
+              "Python worker yet; deselect the group (`--select` the other models)",
     "nesting": "the model's query builds a Spark expression nested deeper than the Connect "
                "client's protobuf decoder accepts (`DecodeError` parsing 'spark.connect.Expression': "
                "about 50 nested calls, pyspark 4.2)",
@@ -52,10 +60,10 @@ def refuse_over_connect(target: Target | None, what: str) -> None:
     >>> from sqlflow.project.profiles import Target
     >>> t = Target(name="connect", type="spark", method="session", schema="dw",
     ...            server_side_parameters={"spark.remote": "sc://h:15002"})
-    >>> refuse_over_connect(t, "stream")
+    >>> refuse_over_connect(t, "interval")
     Traceback (most recent call last):
     ...
-    sqlflow.errors.SqlflowError: error: `stream` cannot run over Spark Connect (target `connect`): ...
+    sqlflow.errors.SqlflowError: error: `interval` cannot run over Spark Connect (target `connect`): ...
     """
     if target is not None and target.is_connect and what in LIMITS:
         raise connect_error(target.name, what)

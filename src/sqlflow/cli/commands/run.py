@@ -64,7 +64,8 @@ def run_cmd(mode: Mode, trigger: str | None, start, end, select: tuple[str, ...]
     stops every query, and the exit code is 1 if any model ended failed.
     """
     from sqlflow.engine.connect_limits import refuse_over_connect
-    from sqlflow.planning.plan import RoutedPlan
+    from sqlflow.planning.plan import RoutedPlan, StreamPlan
+    from sqlflow.project.runmode import AVAILABLE_NOW
     from sqlflow.workflows.run import plans_for_run, run_batch_plans, run_stream_plans
 
     ctx = context()
@@ -74,11 +75,16 @@ def run_cmd(mode: Mode, trigger: str | None, start, end, select: tuple[str, ...]
                            hint="a stream run processes whatever its inputs hold")
     if mode == "batch" and trigger:
         raise SqlflowError("--trigger applies to --mode stream only")
-    refuse_over_connect(ctx.target, mode)
     plans = plans_for_run(ctx, mode, err_console, select=select, vars=parse_vars(vars_text),
                           exclude=exclude, adopt_dbt_tables=adopt_dbt_tables)
     if any(isinstance(p, RoutedPlan) for p in plans):
         refuse_over_connect(ctx.target, "routed")
+    for plan in plans:  # docs/deploy.md, "Spark Connect": what a stream run cannot do there
+        if isinstance(plan, StreamPlan) and plan.mode == "stream":
+            if plan.strategy == "stateful":
+                refuse_over_connect(ctx.target, "stateful")
+            if (trigger or plan.trigger) != AVAILABLE_NOW:
+                refuse_over_connect(ctx.target, "interval")
     if mode == "stream":
         try:
             timeout = parse_duration(stop_timeout).total_seconds()
