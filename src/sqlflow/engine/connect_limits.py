@@ -3,16 +3,15 @@
 A Connect client has no JVM and no SparkContext: it sends plans to the server and gets rows
 back. A batch run works over Connect: the Delta log reader asks Spark when it has no JVM
 (docs/design.md §3, `runtime/delta/deltalog.py`) and the UDFs are pickled to the server. So
-does an `available-now` stream run of `incremental` models: the server runs each micro-batch
-in a Python worker of its own, with a picklable function that rebuilds what it needs there
-(`runtime/incremental/remote.py`), and this process reads the progress from the query and the
-commit log. What still cannot run (docs/deploy.md, "Spark Connect"):
+does an `available-now` stream run of `incremental` and `stateful` models: the server runs
+each micro-batch in a Python worker of its own, with a picklable function that rebuilds what it
+needs there (`runtime/incremental/remote.py`), and this process reads the progress from the
+query and the commit log. What still cannot run (docs/deploy.md, "Spark Connect"):
 
 - an interval trigger (the stream service): its restart policy, `sqlflow ctl`, the metrics and
   the idle-timeout padding act on the micro-batch function in this process, which over
   Connect never sees a batch;
-- the `stateful` strategy and routed groups in stream mode: their micro-batch functions are
-  not made picklable yet;
+- routed groups in stream mode: their micro-batch function is not made picklable yet;
 - `_SUCCESS` and ready markers are files written through the driver's Hadoop FileSystem
   (routed groups with `success_marker`, `sqlflow demo generate`, `sqlflow mark-ready`).
 
@@ -32,9 +31,6 @@ LIMITS = {
                 "metrics and idle-timeout padding act on the micro-batch functions in this "
                 "process, while over Connect the server's Python worker runs every micro-batch "
                 "(run `--trigger available-now` over Connect)",
-    "stateful": "a `stateful` model's micro-batch function holds this process's session and lock "
-                "and is not made picklable for the server's Python worker yet (the `incremental` "
-                "strategy runs over Connect)",
     "markers": "a routed group's `_SUCCESS` markers are files written through the driver's Hadoop "
                "FileSystem, which a Connect client does not have (set `success_marker: false` in "
                "the group's `routing` config to run it over Connect)",
@@ -83,3 +79,26 @@ def nesting_error(exc: BaseException) -> SqlflowError | None:
         return SqlflowError(f"a model cannot run over Spark Connect: {LIMITS['nesting']}",
                             hint=ALTERNATIVE)
     return None
+
+
+# Spark 4.2 waits 10 s, hard-coded, for a foreachBatch worker (PythonWorkerFactory.createSimpleWorker)
+SLOW_WORKER = "Python worker failed to connect back"
+
+
+def worker_error(exc: BaseException) -> SqlflowError | None:
+    """A stream query the Connect server could not start because its `foreachBatch` Python
+    worker did not connect back in time, as one line with the fix; None for anything else.
+
+    >>> worker_error(RuntimeError("x: Python worker failed to connect back.")).diagnostics[0].hint[:41]
+    "make the server's Python workers start fa"
+    >>> worker_error(ValueError("other")) is None
+    True
+    """
+    if SLOW_WORKER not in str(exc):
+        return None
+    return SqlflowError(
+        "a stream query could not start over Spark Connect: the server's Python worker for its "
+        "micro-batches did not connect back within 10 s (hard-coded in Spark 4.2)",
+        hint="make the server's Python workers start faster: point the server's PYSPARK_PYTHON "
+             "at an interpreter that imports the installed pyspark, not Spark's pyspark.zip "
+             "(docs/deploy.md, \"Spark Connect\"), or run again when the server is less busy")

@@ -80,11 +80,8 @@ def run_cmd(mode: Mode, trigger: str | None, start, end, select: tuple[str, ...]
     if any(isinstance(p, RoutedPlan) for p in plans):
         refuse_over_connect(ctx.target, "routed")
     for plan in plans:  # docs/deploy.md, "Spark Connect": what a stream run cannot do there
-        if isinstance(plan, StreamPlan) and plan.mode == "stream":
-            if plan.strategy == "stateful":
-                refuse_over_connect(ctx.target, "stateful")
-            if (trigger or plan.trigger) != AVAILABLE_NOW:
-                refuse_over_connect(ctx.target, "interval")
+        if isinstance(plan, StreamPlan) and plan.mode == "stream" and (trigger or plan.trigger) != AVAILABLE_NOW:
+            refuse_over_connect(ctx.target, "interval")
     if mode == "stream":
         try:
             timeout = parse_duration(stop_timeout).total_seconds()

@@ -65,30 +65,45 @@ class RemoteMicroBatch:
         self._fn(df, batch_id)
 
 
+def logged(spark: SparkSession, app: str, ids: list[int]) -> dict[int, tuple[int, int, int]]:
+    """Per batch id of query `app`: rows written, rows quarantined and input rows dropped
+    behind the watermark, from the commit log's `write` rows (none: the batch wrote nothing,
+    or was a replay Delta skipped)."""
+    if not ids or not spark.catalog.tableExists(COMMIT_LOG):
+        return {}
+    log = (spark.table(COMMIT_LOG)
+           .where((F.col("run_id") == app) & (F.col("kind") == "write") & F.col("batch_id").isin(ids))
+           .groupBy("batch_id").agg(F.sum("rows").alias("rows"), F.max("quarantined").alias("q"),
+                                    F.max("dropped").alias("dropped")))
+    return {r["batch_id"]: (r["rows"] or 0, r["q"] or 0, r["dropped"] or 0) for r in log.collect()}
+
+
+def progress(query: StreamingQuery) -> list[Any]:
+    """The query's recent progress, one per batch id (the last 100 batches,
+    `spark.sql.streaming.numRecentProgressUpdates`)."""
+    return list({p.batchId: p for p in query.recentProgress}.values())
+
+
 def reports(spark: SparkSession, query: StreamingQuery, plan: StreamPlan,
             sides: list[SourceBinding], app: str) -> list[BatchReport]:
     """What the server's micro-batches did, one report per batch of this run: the batch ids,
-    input rows per input (when Spark counted them) and seconds from the query's progress (the last 100
-    batches, `spark.sql.streaming.numRecentProgressUpdates`), the rows written and quarantined
-    from the commit log's `write` rows of the batch (a replayed batch, skipped, counts 0)."""
-    progress = list({p.batchId: p for p in query.recentProgress}.values())
-    if not progress:
-        return []
-    ids = [p.batchId for p in progress]
-    written: dict[int, tuple[int, int]] = {}
-    if spark.catalog.tableExists(COMMIT_LOG):
-        log = (spark.table(COMMIT_LOG)
-               .where((F.col("run_id") == app) & (F.col("kind") == "write") & F.col("batch_id").isin(ids))
-               .groupBy("batch_id").agg(F.sum("rows").alias("rows"), F.max("quarantined").alias("q")))
-        written = {r["batch_id"]: (r["rows"] or 0, r["q"] or 0) for r in log.collect()}
+    input rows per input (when Spark counted them) and seconds from the query's progress, the
+    rows written and quarantined from the commit log (`logged`)."""
+    batches = progress(query)
+    written = logged(spark, app, [p.batchId for p in batches])
     out = []
-    for p in progress:
-        sources = [s.numInputRows for s in p.sources]
-        # pyspark 4.2 reports 0 input rows for a batch a Connect worker reads (its DataFrame is
-        # run by other executions than the query's): then no input counts are shown
-        rows_in = (tuple((b.relation, n) for b, n in zip(sides, sources, strict=True))
-                   if len(sources) == len(sides) and any(sources) else ())
-        rows, quarantined = written.get(p.batchId, (0, 0))
-        out.append(BatchReport(plan.model, p.batchId, rows_in, rows, quarantined, False,
+    for p in batches:
+        rows, quarantined, _ = written.get(p.batchId, (0, 0, 0))
+        out.append(BatchReport(plan.model, p.batchId, rows_in(p, sides), rows, quarantined, False,
                                p.durationMs.get("triggerExecution", 0) / 1000))
     return out
+
+
+def rows_in(p: Any, sides: list[SourceBinding]) -> tuple[tuple[str, int], ...]:
+    """Input rows per input of the progress `p`. pyspark 4.2 reports 0 input rows for a batch
+    a Connect worker reads (its DataFrame is run by other executions than the query's): then
+    none are shown."""
+    counts = [s.numInputRows for s in p.sources][:len(sides)]
+    if len(counts) < len(sides) or not any(counts):
+        return ()
+    return tuple((b.relation, n) for b, n in zip(sides, counts, strict=True))
