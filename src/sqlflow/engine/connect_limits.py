@@ -11,9 +11,11 @@ query and the commit log. What still cannot run (docs/deploy.md, "Spark Connect"
 - an interval trigger (the stream service): its restart policy, `sqlflow ctl`, the metrics and
   the idle-timeout padding act on the micro-batch function in this process, which over
   Connect never sees a batch;
-- routed groups in stream mode: their micro-batch function is not made picklable yet;
+- routed groups in stream mode: their micro-batch function is not made picklable yet (in
+  batch mode a group runs over Connect, when it writes no markers);
 - `_SUCCESS` and ready markers are files written through the driver's Hadoop FileSystem
-  (routed groups with `success_marker`, `sqlflow demo generate`, `sqlflow mark-ready`).
+  (routed groups with `success_marker`, the default; `sqlflow demo generate`;
+  `sqlflow mark-ready`).
 
 The client encodes each expression as nested protobuf messages it can decode only about 50
 calls deep, so sqlflow builds its own expressions flat (`runtime/delta/partition_path.py`);
@@ -34,10 +36,10 @@ LIMITS = {
     "markers": "a routed group's `_SUCCESS` markers are files written through the driver's Hadoop "
                "FileSystem, which a Connect client does not have (set `success_marker: false` in "
                "the group's `routing` config to run it over Connect)",
-    "routed": "a routed group has not run over Connect since its write expression was made flat "
-              "(it was nested deeper than the client's protobuf decoder accepts), and its stream "
-              "function holds this process's session: it is not made picklable for the server's "
-              "Python worker yet; deselect the group (`--select` the other models)",
+    "routed": "a routed group's stream micro-batch function holds this process's session and is "
+              "not made picklable for the server's Python worker yet (its batch run works over "
+              "Connect with `success_marker: false`); deselect the group (`--select` the other "
+              "models)",
     "nesting": "the model's query builds a Spark expression nested deeper than the Connect "
                "client's protobuf decoder accepts (`DecodeError` parsing 'spark.connect.Expression': "
                "about 50 nested calls, pyspark 4.2)",

@@ -64,7 +64,7 @@ def run_cmd(mode: Mode, trigger: str | None, start, end, select: tuple[str, ...]
     stops every query, and the exit code is 1 if any model ended failed.
     """
     from sqlflow.engine.connect_limits import refuse_over_connect
-    from sqlflow.planning.plan import RoutedPlan, StreamPlan
+    from sqlflow.planning.plan import RoutedPlan
     from sqlflow.project.runmode import AVAILABLE_NOW
     from sqlflow.workflows.run import plans_for_run, run_batch_plans, run_stream_plans
 
@@ -77,10 +77,11 @@ def run_cmd(mode: Mode, trigger: str | None, start, end, select: tuple[str, ...]
         raise SqlflowError("--trigger applies to --mode stream only")
     plans = plans_for_run(ctx, mode, err_console, select=select, vars=parse_vars(vars_text),
                           exclude=exclude, adopt_dbt_tables=adopt_dbt_tables)
-    if any(isinstance(p, RoutedPlan) for p in plans):
-        refuse_over_connect(ctx.target, "routed")
-    for plan in plans:  # docs/deploy.md, "Spark Connect": what a stream run cannot do there
-        if isinstance(plan, StreamPlan) and plan.mode == "stream" and (trigger or plan.trigger) != AVAILABLE_NOW:
+    for plan in plans:  # docs/deploy.md, "Spark Connect": what cannot run there
+        if isinstance(plan, RoutedPlan):
+            if plan.mode == "stream" or plan.commit.success_marker:
+                refuse_over_connect(ctx.target, "routed" if plan.mode == "stream" else "markers")
+        elif plan.mode == "stream" and (trigger or plan.trigger) != AVAILABLE_NOW:
             refuse_over_connect(ctx.target, "interval")
     if mode == "stream":
         try:
