@@ -84,7 +84,7 @@ def test_connect_batch_equals_local(spark, local_run, connect_server, connect_so
     tests/runtime/test_connect_expression_depth.py.)"""
     project, env = connect_project
     out = sqlflow(project, env, "--target", "connect", "run", "--mode", "batch",
-                  "--select", "path:models/staging", "--select", "path:models/dwd")
+                  "--select", "path:models/staging", "--select", "path:models/dwd", timeout=1200)
     assert "dwd_user_events_enriched" in out, out[-2000:]
     assert_same_tables(spark, connect_server.state / "warehouse", local_run, databases=("dw",),
                        skip=ROUTED)
