@@ -59,9 +59,25 @@ def _env() -> dict[str, str]:
             "PYSPARK_PYTHON": sys.executable, "SPARK_HOME": str(SPARK_HOME)}
 
 
+def _fast_python(folder: Path) -> Path:
+    """A PYSPARK_PYTHON for the Connect server: this interpreter, importing pyspark from its
+    install (compiled once) instead of from the `pyspark.zip` Spark puts first on a worker's
+    PYTHONPATH (compiled again at every start, zip imports keep no bytecode). Spark 4.2 waits
+    10 s, hard-coded (`PythonWorkerFactory.createSimpleWorker`), for a `foreachBatch` worker to
+    connect back; importing what it needs took 7.5 s from the zip on the loaded test machine,
+    2.5 s from the install (docs/deploy.md, "Spark Connect")."""
+    script = folder / "python"
+    script.write_text("#!/bin/sh\n"
+                      "PYTHONPATH=$(printf '%s' \"$PYTHONPATH\" | tr ':' '\\n' | grep -v 'pyspark[.]zip$' | paste -sd: -)\n"
+                      f"export PYTHONPATH\nexec '{sys.executable}' \"$@\"\n")
+    script.chmod(0o755)
+    return script
+
+
 class _Procs:
-    def __init__(self, folder: Path):
+    def __init__(self, folder: Path, env: dict[str, str] | None = None):
         self.folder = folder
+        self.env = {**_env(), **(env or {})}
         self.procs: list[subprocess.Popen] = []
         self.logs: list[Path] = []
 
@@ -69,7 +85,7 @@ class _Procs:
         log = self.folder / f"{name}.log"
         self.logs.append(log)
         with open(log, "w") as out:
-            proc = subprocess.Popen([str(SPARK_CLASS), *args], env=_env(), stdout=out,
+            proc = subprocess.Popen([str(SPARK_CLASS), *args], env=self.env, stdout=out,
                                     stderr=subprocess.STDOUT, cwd=self.folder)
         self.procs.append(proc)
         return proc
@@ -183,9 +199,9 @@ CONNECT_CONF = {
 def connect_launch(tmp_path_factory):
     """Start a Spark Connect server (local[2], 1g) with Delta's extension and catalog and a
     Hive catalog in a Derby metastore, all under its own temp folder, without waiting for it.
-    Its Python workers run this interpreter (sqlflow importable)."""
+    Its Python workers run this interpreter (sqlflow importable), pyspark from its install."""
     folder = tmp_path_factory.mktemp("connect")
-    procs = _Procs(folder)
+    procs = _Procs(folder, {"PYSPARK_PYTHON": str(_fast_python(folder))})
     port = free_port()
     conf = {
         **CONNECT_CONF,

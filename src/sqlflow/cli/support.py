@@ -45,9 +45,9 @@ def error_handler(fn):
                 err_console.print(f"[red]{escape(diag.format())}[/red]", soft_wrap=True)
             sys.exit(1)
         except Exception as exc:
-            from sqlflow.engine.connect_limits import nesting_error
+            from sqlflow.engine.connect_limits import nesting_error, worker_error
 
-            known = nesting_error(exc)
+            known = nesting_error(exc) or worker_error(exc)
             if known is not None and not debug:
                 err_console.print(f"[red]{escape(known.diagnostics[0].format())}[/red]", soft_wrap=True)
                 sys.exit(1)

@@ -1,17 +1,22 @@
 """What sqlflow cannot do through Spark Connect (pyspark 4.2), said before any work starts.
 
 A Connect client has no JVM and no SparkContext: it sends plans to the server and gets rows
-back. Three things sqlflow does need more than that (docs/deploy.md, "Spark Connect"):
+back. A batch run works over Connect: the Delta log reader asks Spark when it has no JVM
+(docs/design.md §3, `runtime/delta/deltalog.py`) and the UDFs are pickled to the server. So
+does an `available-now` stream run of `incremental` and `stateful` models: the server runs
+each micro-batch in a Python worker of its own, with a picklable function that rebuilds what it
+needs there (`runtime/incremental/remote.py`), and this process reads the progress from the
+query and the commit log. What still cannot run (docs/deploy.md, "Spark Connect"):
 
-- a stream run's `foreachBatch` function is pickled and run in a Python process the SERVER
-  starts, with its own copy of every variable: the progress lines, the summary, the service's
-  restart policy, `sqlflow ctl`, the metrics would all be run against copies nobody reads,
-  and the journals would be written on the server's disk while this process reads its own;
+- an interval trigger (the stream service): its restart policy, `sqlflow ctl`, the metrics and
+  the idle-timeout padding act on the micro-batch function in this process, which over
+  Connect never sees a batch;
+- routed groups in stream mode: their micro-batch function is not made picklable yet (in
+  batch mode a group runs over Connect, when it writes no markers);
 - `_SUCCESS` and ready markers are files written through the driver's Hadoop FileSystem
-  (routed groups with `success_marker`, `sqlflow demo generate`, `sqlflow mark-ready`).
+  (routed groups with `success_marker`, the default; `sqlflow demo generate`;
+  `sqlflow mark-ready`).
 
-A batch run without markers works over Connect: the Delta log reader asks Spark when it has no
-JVM (docs/design.md §3, `runtime/delta/deltalog.py`) and the UDFs are pickled to the server.
 The client encodes each expression as nested protobuf messages it can decode only about 50
 calls deep, so sqlflow builds its own expressions flat (`runtime/delta/partition_path.py`);
 should a model's still be too deep, `nesting_error` says so instead of a traceback.
@@ -24,15 +29,16 @@ from sqlflow.project.profiles import Target
 
 # what cannot run over Connect -> why (the sentence after "because")
 LIMITS = {
-    "stream": "a stream run's micro-batch function (foreachBatch) runs in a Python process of the "
-              "Connect server, which cannot report progress, restart failed models, obey "
-              "`sqlflow ctl` or keep its journals where this process reads them",
+    "interval": "an interval trigger runs the stream service, whose restart policy, `sqlflow ctl`, "
+                "metrics and idle-timeout padding act on the micro-batch functions in this "
+                "process, while over Connect the server's Python worker runs every micro-batch "
+                "(run `--trigger available-now` over Connect)",
     "markers": "a routed group's `_SUCCESS` markers are files written through the driver's Hadoop "
                "FileSystem, which a Connect client does not have (set `success_marker: false` in "
                "the group's `routing` config to run it over Connect)",
-    "routed": "a routed group's write builds one Spark expression nested deeper than the Connect "
-              "client's protobuf decoder accepts (`DecodeError: Error parsing message with type "
-              "'spark.connect.Expression'`, pyspark 4.2); deselect the group (`--select` the other "
+    "routed": "a routed group's stream micro-batch function holds this process's session and is "
+              "not made picklable for the server's Python worker yet (its batch run works over "
+              "Connect with `success_marker: false`); deselect the group (`--select` the other "
               "models)",
     "nesting": "the model's query builds a Spark expression nested deeper than the Connect "
                "client's protobuf decoder accepts (`DecodeError` parsing 'spark.connect.Expression': "
@@ -52,10 +58,10 @@ def refuse_over_connect(target: Target | None, what: str) -> None:
     >>> from sqlflow.project.profiles import Target
     >>> t = Target(name="connect", type="spark", method="session", schema="dw",
     ...            server_side_parameters={"spark.remote": "sc://h:15002"})
-    >>> refuse_over_connect(t, "stream")
+    >>> refuse_over_connect(t, "interval")
     Traceback (most recent call last):
     ...
-    sqlflow.errors.SqlflowError: error: `stream` cannot run over Spark Connect (target `connect`): ...
+    sqlflow.errors.SqlflowError: error: `interval` cannot run over Spark Connect (target `connect`): ...
     """
     if target is not None and target.is_connect and what in LIMITS:
         raise connect_error(target.name, what)
@@ -75,3 +81,26 @@ def nesting_error(exc: BaseException) -> SqlflowError | None:
         return SqlflowError(f"a model cannot run over Spark Connect: {LIMITS['nesting']}",
                             hint=ALTERNATIVE)
     return None
+
+
+# Spark 4.2 waits 10 s, hard-coded, for a foreachBatch worker (PythonWorkerFactory.createSimpleWorker)
+SLOW_WORKER = "Python worker failed to connect back"
+
+
+def worker_error(exc: BaseException) -> SqlflowError | None:
+    """A stream query the Connect server could not start because its `foreachBatch` Python
+    worker did not connect back in time, as one line with the fix; None for anything else.
+
+    >>> worker_error(RuntimeError("x: Python worker failed to connect back.")).diagnostics[0].hint[:41]
+    "make the server's Python workers start fa"
+    >>> worker_error(ValueError("other")) is None
+    True
+    """
+    if SLOW_WORKER not in str(exc):
+        return None
+    return SqlflowError(
+        "a stream query could not start over Spark Connect: the server's Python worker for its "
+        "micro-batches did not connect back within 10 s (hard-coded in Spark 4.2)",
+        hint="make the server's Python workers start faster: point the server's PYSPARK_PYTHON "
+             "at an interpreter that imports the installed pyspark, not Spark's pyspark.zip "
+             "(docs/deploy.md, \"Spark Connect\"), or run again when the server is less busy")

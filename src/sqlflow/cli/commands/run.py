@@ -70,6 +70,7 @@ def run_cmd(mode: Mode, trigger: str | None, start, end, select: tuple[str, ...]
     """
     from sqlflow.engine.connect_limits import refuse_over_connect
     from sqlflow.planning.plan import RoutedPlan
+    from sqlflow.project.runmode import AVAILABLE_NOW
     from sqlflow.workflows.run import plans_for_run, run_batch_plans, run_stream_plans
 
     ctx = context()
@@ -82,11 +83,14 @@ def run_cmd(mode: Mode, trigger: str | None, start, end, select: tuple[str, ...]
     if mode == "batch" and reset_offsets:
         raise SqlflowError("--reset-offsets applies to --mode stream only",
                            hint="a backfill reads the Kafka sources' archives, not the topics")
-    refuse_over_connect(ctx.target, mode)
     plans = plans_for_run(ctx, mode, err_console, select=select, vars=parse_vars(vars_text),
                           exclude=exclude, adopt_dbt_tables=adopt_dbt_tables)
-    if any(isinstance(p, RoutedPlan) for p in plans):
-        refuse_over_connect(ctx.target, "routed")
+    for plan in plans:  # docs/deploy.md, "Spark Connect": what cannot run there
+        if isinstance(plan, RoutedPlan):
+            if plan.mode == "stream" or plan.commit.success_marker:
+                refuse_over_connect(ctx.target, "routed" if plan.mode == "stream" else "markers")
+        elif plan.mode == "stream" and (trigger or plan.trigger) != AVAILABLE_NOW:
+            refuse_over_connect(ctx.target, "interval")
     if mode == "stream":
         try:
             timeout = parse_duration(stop_timeout).total_seconds()

@@ -95,7 +95,7 @@ class BatchReport:
             what = "end-of-input flush" if self.kind == "flush" else "idle timeout"
             return (f"{self.model} {what} after batch {self.batch_id}: padded {self.padded:,}"
                     f"{note} ({self.seconds:.1f}s)")
-        ins = ", ".join(f"{r} +{n:,}" for r, n in self.rows_in)
+        ins = ", ".join(f"{r} +{n:,}" for r, n in self.rows_in) or "(not counted)"
         pad = f" ({self.padded:,} padded)" if self.padded else ""
         return (f"{self.model} batch {self.batch_id}: in {ins}; out {self.rows_out:,}{pad}; "
                 f"quarantined {self.quarantined:,}{note}{dirty} ({self.seconds:.1f}s)")

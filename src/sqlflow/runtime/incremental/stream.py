@@ -37,7 +37,7 @@ from sqlflow.runtime import ownership
 from sqlflow.runtime.batchfn import query_failed
 from sqlflow.runtime.delta import once, sink_truth
 from sqlflow.runtime.env_errors import written_paths
-from sqlflow.runtime.incremental import older, padding, state
+from sqlflow.runtime.incremental import older, padding, remote, state
 from sqlflow.runtime.incremental.microbatch import SIDE, BatchReport, MicroBatch, side_column
 from sqlflow.runtime.query import (
     AVAILABLE_NOW,
@@ -110,7 +110,11 @@ def start(ctx: Context, plan: StreamPlan, *, trigger: str = AVAILABLE_NOW,
                     checkpoint=checkpoint, spark=spark)
     if not fresh:
         fn.redo()  # a flush/idle step a crash interrupted
-    query = start_query(envelope, fn, name=f"sqlflow_{plan.model}", checkpoint=checkpoint,
+    # over Spark Connect the server runs the batches: it gets a picklable function, and `fn`
+    # (here) keeps the steps between them (docs/deploy.md, "Spark Connect")
+    batches = (remote.RemoteMicroBatch(plan, sides, schemas, tables, plan.model, str(checkpoint.resolve()))
+               if remote.is_remote(spark) else fn)
+    query = start_query(envelope, batches, name=f"sqlflow_{plan.model}", checkpoint=checkpoint,
                         trigger=trigger)
     return query, fn
 
@@ -127,7 +131,14 @@ def run_stream(ctx: Context, plan: StreamPlan, *, trigger: str = AVAILABLE_NOW,
     query, fn = start(ctx, plan, trigger=trigger, on_batch=on_batch, after_sink=after_sink,
                       after_state=after_state)
     try:
-        wait([(query, fn)])
+        over_connect = remote.is_remote(ctx.spark)
+        # over Connect no idle step runs beside the server's batches: nothing here keeps them apart
+        wait([(query, None if over_connect else fn)])
+        if over_connect:  # the server's batches: read from the query and the commit log
+            for report in remote.reports(ctx.spark, query, plan, fn.sides, fn.app_id()):
+                fn.reports.append(report)
+                if on_batch:
+                    on_batch(report)
         if trigger == AVAILABLE_NOW and query.exception() is None:
             fn.flush()
     except KeyboardInterrupt:

@@ -73,6 +73,7 @@ from sqlflow.runtime.batchfn import BatchFunction, query_failed
 from sqlflow.runtime.delta import commitlog, once, sink_truth
 from sqlflow.runtime.delta.sinks import BatchId, PartitionWrite, WriteResult, write
 from sqlflow.runtime.env_errors import written_paths
+from sqlflow.runtime.incremental import remote
 from sqlflow.runtime.incremental.microbatch import SIDE, BatchReport
 from sqlflow.runtime.ownership import quarantine_sink
 from sqlflow.runtime.query import (
@@ -181,26 +182,31 @@ def start(ctx: Context, plan: StreamPlan, *, trigger: str = AVAILABLE_NOW,
                 F.struct(*[F.col(quote_ident(c)) for c in split.quarantine.columns]).alias(QROW)))
         with model_errors(plan):  # Spark's analysis error at the model's line
             model = spark.sql(plan.sql)
+        out = model.select(F.lit("out").alias(KIND),
+                           F.struct(*[model[quote_ident(c)] for c in model.columns]).alias(OUT))
+        envelope = out.unionByName(heartbeat_branch(spark, beats), allowMissingColumns=True)
+        for branch in branches:
+            envelope = envelope.unionByName(branch, allowMissingColumns=True)
+        fn = StatefulBatch(plan, sides, checkpoint, app_id(plan.model, checkpoint),
+                           on_batch=on_batch, after_sink=after_sink)
+        # over Spark Connect the server runs the batches with a picklable function (see
+        # `RemoteStatefulBatch`), and resolves the model's SQL when the query starts: the
+        # views are dropped after it (docs/deploy.md, "Spark Connect")
+        batches = (RemoteStatefulBatch(plan, sides, str(checkpoint.resolve()))
+                   if remote.is_remote(spark) else fn)
+        before = spark.conf.get(POLICY, None)
+        spark.conf.set(POLICY, "max")  # captured by the query at start (and kept in its checkpoint)
+        try:
+            query = start_query(envelope, batches, name=f"sqlflow_{plan.model}",
+                                checkpoint=checkpoint, trigger=trigger)
+        finally:
+            if before is None:
+                spark.conf.unset(POLICY)
+            else:
+                spark.conf.set(POLICY, before)
     finally:
         for b in sides:
             spark.catalog.dropTempView(b.view)
-    out = model.select(F.lit("out").alias(KIND),
-                       F.struct(*[model[quote_ident(c)] for c in model.columns]).alias(OUT))
-    envelope = out.unionByName(heartbeat_branch(spark, beats), allowMissingColumns=True)
-    for branch in branches:
-        envelope = envelope.unionByName(branch, allowMissingColumns=True)
-    fn = StatefulBatch(plan, sides, checkpoint, app_id(plan.model, checkpoint),
-                       on_batch=on_batch, after_sink=after_sink)
-    before = spark.conf.get(POLICY, None)
-    spark.conf.set(POLICY, "max")  # captured by the query at start (and kept in its checkpoint)
-    try:
-        query = start_query(envelope, fn, name=f"sqlflow_{plan.model}", checkpoint=checkpoint,
-                            trigger=trigger)
-    finally:
-        if before is None:
-            spark.conf.unset(POLICY)
-        else:
-            spark.conf.set(POLICY, before)
     if trigger != AVAILABLE_NOW and plan.idle_timeout_us:
         IdleWatch(ctx.spark, plan, fn, query).start()
     return query, fn
@@ -292,6 +298,31 @@ class StatefulBatch(BatchFunction):
         self.reports.append(report)
         if self.on_batch:
             self.on_batch(report)
+
+
+class RemoteStatefulBatch:
+    """The picklable `foreachBatch` function of a stateful query over Spark Connect: plain data
+    only, it builds its `StatefulBatch` in the server's Python worker at the first batch (as
+    `sqlflow.runtime.incremental.remote.RemoteMicroBatch` does for the incremental runtime).
+
+    >>> import pickle
+    >>> pickle.loads(pickle.dumps(RemoteStatefulBatch(None, [], "/tmp/ck"))).checkpoint
+    '/tmp/ck'
+    """
+
+    def __init__(self, plan: StreamPlan | None, sides: list[SourceBinding], checkpoint: str):
+        self.plan, self.sides, self.checkpoint = plan, sides, checkpoint
+        self._fn: StatefulBatch | None = None  # built in the server's worker, never pickled
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "_fn": None}
+
+    def __call__(self, df: DataFrame, batch_id: int) -> None:
+        if self._fn is None:
+            assert self.plan is not None  # a query's function carries its plan
+            checkpoint = Path(self.checkpoint)
+            self._fn = StatefulBatch(self.plan, self.sides, checkpoint, app_id(self.plan.model, checkpoint))
+        self._fn(df, batch_id)
 
 
 def batch_watermark_ms(checkpoint: Path, batch_id: int) -> int:
@@ -463,4 +494,24 @@ def _run(ctx: Context, plan: StreamPlan, trigger: str, on_batch: Callable[[Batch
                            written=written_paths(ctx, plan)) from exc
     spark_dropped = {p["batchId"]: sum(s.get("numRowsDroppedByWatermark", 0) for s in p["stateOperators"])
                      for p in query.recentProgress}
+    if remote.is_remote(ctx.spark):  # the server's batches: read from the query and the commit log
+        return _remote_reports(ctx.spark, query, plan, fn, on_batch, spark_dropped)
     return [replace(r, spark_dropped=spark_dropped.get(r.batch_id)) for r in fn.reports]
+
+
+def _remote_reports(spark: SparkSession, query, plan: StreamPlan, fn: StatefulBatch,
+                    on_batch: Callable[[BatchReport], None] | None,
+                    spark_dropped: dict[int, int]) -> list[StatefulReport]:
+    """The reports of batches a Connect server ran: progress and commit log (`remote.reports`)."""
+    batches = remote.progress(query)
+    written = remote.logged(spark, fn.app_id(), [p.batchId for p in batches])
+    out = []
+    for p in batches:
+        rows, quarantined, dropped = written.get(p.batchId, (0, 0, 0))
+        report = StatefulReport(plan.model, p.batchId, remote.rows_in(p, fn.sides), rows, quarantined,
+                                False, p.durationMs.get("triggerExecution", 0) / 1000,
+                                dropped=dropped, spark_dropped=spark_dropped.get(p.batchId))
+        out.append(report)
+        if on_batch:
+            on_batch(report)
+    return out
