@@ -45,6 +45,9 @@ LIMITS = {
                "about 50 nested calls, pyspark 4.2)",
     "generate": "the demo's ready markers are files written through the driver's Hadoop "
                 "FileSystem, which a Connect client does not have",
+    "kafka": "a Kafka source's archive query (its micro-batch function holds this process's "
+             "session, source control and journal) is not made picklable for the server's Python "
+             "worker yet; its models' batch runs over the archive work over Connect",
 }
 
 ALTERNATIVE = ("run sqlflow as the Spark driver instead: the `cluster` target (a standalone, YARN "

@@ -17,6 +17,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from sqlflow.compiler import compile_project, write_artifacts
+from sqlflow.engine.connect_limits import refuse_over_connect
 from sqlflow.engine.context import Context
 from sqlflow.errors import SqlflowError
 from sqlflow.planning.plan import BatchPlan, Mode, Plan, RoutedPlan
@@ -165,6 +166,7 @@ def archive_topics(ctx: Context, plans: Sequence[Plan], out: Console, *,
                                 "that names a Kafka cluster (`--target kafka`)")
     if not servers or not tables:
         return None
+    refuse_over_connect(ctx.target, "kafka")
     retry = Retry.of(ctx.target.server_side_parameters)
     for attempt in range(retry.retries + 1):
         if retry.reachable(servers):
