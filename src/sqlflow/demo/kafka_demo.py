@@ -148,11 +148,12 @@ def start_over(ctx: Context, plans: list[Plan], servers: str, say) -> None:
         spark.sql(f"DROP DATABASE IF EXISTS `{schema}` CASCADE")
     folders = [checkpoint_of(ctx.project_dir, t) for t in sources]
     folders += [checkpoint_dir(ctx.project_dir, p) for p in plans if isinstance(p, StreamPlan | RoutedPlan)]
-    for folder in folders:
-        shutil.rmtree(folder, ignore_errors=True)
-    say(f"starting over: topics {', '.join(gone) or '(none yet)'} deleted; schemas "
-        f"{', '.join(sorted(schemas))} of target `{ctx.target.name}` and {len(folders)} checkpoints "
-        "removed")
+    there = [folder for folder in folders if folder.exists()]
+    for folder in there:
+        shutil.rmtree(folder)
+    say(f"starting over: topics deleted: {', '.join(gone) or 'none yet'}; schemas "
+        f"{', '.join(sorted(schemas))} of target `{ctx.target.name}` dropped; checkpoints "
+        f"removed: {len(there)}")
 
 
 def delete_topics(servers: str, topics: list[str], wait_s: float = 60.0) -> list[str]:
