@@ -58,7 +58,7 @@ def kafka_context(ctx: Context) -> Context | None:
 def run_kafka_demo(ctx: Context, console: Console, *, rows: int | None = None,
                    seed: int | None = None, days: int | None = None) -> bool:
     """Steps 1-5 of the module docstring; True when every streamed table equals the backfill."""
-    from sqlflow.demo.run import produce_demo
+    from sqlflow.demo.produce import produce
     from sqlflow.report.audit import outputs_table
     from sqlflow.workflows.audit import audit_project
     from sqlflow.workflows.run import plans_for_run, run_stream_plans
@@ -71,7 +71,12 @@ def run_kafka_demo(ctx: Context, console: Console, *, rows: int | None = None,
     try:
         plans = plans_for_run(ctx, "stream", console)
         start_over(ctx, plans, servers, say)
-        produce_demo(ctx, console, rows=S.KAFKA_ROWS if rows is None else rows, seed=seed, days=days)
+        rows = S.KAFKA_ROWS if rows is None else rows
+        seed = S.DEFAULT_SEED if seed is None else seed
+        days = S.DEFAULT_DAYS if days is None else days
+        console.print(f"[bold]Producing demo events[/bold] (sqlflow --target {ctx.target.name} demo "
+                      f"produce): {rows:,} ad impressions over {days} day(s), seed {seed}")
+        produce(ctx.spark, servers, rows=rows, seed=seed, days=days, progress=say)
         console.print(f"[bold]Streaming every model[/bold] (sqlflow --target {ctx.target.name} run "
                       "--mode stream --trigger available-now): the topics are archived, then each "
                       "model reads its input, one line per micro-batch")
