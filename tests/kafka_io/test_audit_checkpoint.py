@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 from types import SimpleNamespace
 
+import pytest
+
 from sqlflow.workflows.audit import partition_predicate, processed_versions
 
 PLAN = SimpleNamespace(sources=(SimpleNamespace(read="stream", relation="ods.clicks"),
@@ -44,5 +46,17 @@ def test_partition_predicates_quote_values() -> None:
         "CAST(`dt` AS STRING) = '2025-11-24' AND CAST(`region` AS STRING) = 'o\\'hare'")
     # Spark reads a backslash in a literal as an escape: it is doubled
     assert partition_predicate("region=a\\", ["region"]) == "CAST(`region` AS STRING) = 'a\\\\'"
-    assert partition_predicate("dt=NULL", ["dt"]) == "CAST(`dt` AS STRING) IS NULL"
+    # the default partition holds NULL and the empty string, as Spark's directories do
+    assert partition_predicate("dt=__HIVE_DEFAULT_PARTITION__", ["dt"]) == (
+        "(CAST(`dt` AS STRING) IS NULL OR CAST(`dt` AS STRING) = '')")
     assert partition_predicate("(whole table)", []) == "true"
+
+
+def test_partition_predicates_read_escaped_specs() -> None:
+    # a value holding `/` or `=` is one level of the spec (`sqlflow.runtime.delta.partition_path`)
+    assert partition_predicate("dt=2025-11-24/lane=a%2Fb%3Dc", ["dt", "lane"]) == (
+        "CAST(`dt` AS STRING) = '2025-11-24' AND CAST(`lane` AS STRING) = 'a/b=c'")
+    with pytest.raises(ValueError, match="not a partition like"):  # an unescaped `/`
+        partition_predicate("dt=2025-11-24/lane=a/b", ["dt", "lane"])
+    with pytest.raises(ValueError, match="does not name the 2 partition column"):
+        partition_predicate("dt=2025-11-24", ["dt", "lane"])

@@ -1,7 +1,11 @@
 """`sqlflow demo` and `sqlflow demo generate`: the demo data, then the pipeline on it.
 
-`run_demo` grows with the project: today it generates the sources and backfills every model
-with `sqlflow run --mode batch`; later issues add their stages here.
+`run_demo` is README command 1. Over Kafka (without `--target`, the profile's `kafka` target;
+or any target naming a Kafka cluster) it is `sqlflow.demo.kafka_demo`: a broker, the events
+produced, every model streamed, and the streamed tables compared with the backfill. With an
+explicit target that names no cluster (`--target local`, `cluster`) it is the Delta-only demo:
+it generates the sources and backfills every model with `sqlflow run --mode batch` (what
+tests and benchmarks run).
 """
 
 from __future__ import annotations
@@ -51,7 +55,20 @@ def generate_demo(ctx: Context, console: Console, *, rows: int | None = None,
 
 
 def run_demo(ctx: Context, console: Console, *, rows: int | None = None,
-             seed: int | None = None, days: int | None = None) -> None:
+             seed: int | None = None, days: int | None = None) -> bool:
+    """README command 1 (see the module docstring); False when a streamed table differs from
+    the backfill."""
+    from sqlflow.demo.kafka_demo import kafka_context, run_kafka_demo
+
+    kafka = kafka_context(ctx)
+    if kafka is not None:
+        return run_kafka_demo(kafka, console, rows=rows, seed=seed, days=days)
+    run_delta_demo(ctx, console, rows=rows, seed=seed, days=days)
+    return True
+
+
+def run_delta_demo(ctx: Context, console: Console, *, rows: int | None = None,
+                   seed: int | None = None, days: int | None = None) -> None:
     """Generate the demo data, backfill every model with sqlflow, and print every table built."""
     from sqlflow.workflows.run import run_batch_project
 

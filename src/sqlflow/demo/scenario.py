@@ -17,6 +17,7 @@ from sqlflow.runtime.delta import markers
 
 # --- defaults of `sqlflow demo` (a couple of minutes on two cores) ---
 DEFAULT_ROWS = 200_000  # ad impressions; clicks and user events scale with it
+KAFKA_ROWS = 20_000  # `sqlflow demo` over Kafka: every record goes through the broker one by one
 DEFAULT_SEED = 42
 DEFAULT_DAYS = 2
 DEFAULT_START = date(2026, 11, 1)

@@ -1,12 +1,17 @@
 """`sqlflow audit`: a live stream's tables against the batch plan over exactly the input the
 stream has processed (docs/semantics.md, "Auditing a live stream: `sqlflow audit`").
 
-For each selected streaming model, the input the stream processed is read from its checkpoint:
+For each selected streaming model and routed group (docs/design.md §2.4: every target and the
+group quarantine, whichever member was selected), the input the stream processed is read from
+its checkpoint:
 the last committed micro-batch's end offset of each stream input is a Delta version
 (`sqlflow.runtime.offsets.delivered`; a Kafka source is its archive, so these are the Kafka
 offsets the stream had archived and processed). The batch plan runs over the inputs pinned at
 those versions into a scratch schema, and each output (the sink, the quarantine) is compared
-with the live table per partition, both ways (`sqlflow.workflows.verify.compare`).
+with the live table per partition, both ways (`sqlflow.workflows.verify.compare`). A
+quarantine row's `origin` is compared where it is a Kafka record's `topic/partition/offset`
+(the same in both modes); elsewhere it names the run that read the row (`batch 17`,
+`ods.t@v3`) and is left out, as `verify` leaves it out.
 
 Only partitions the stream has CLOSED are compared: a date partition `D` is closed when the
 slowest stream input's newest ingest time is past the end of `D` plus the inputs' largest
@@ -34,21 +39,25 @@ from sqlglot import exp
 from sqlflow.engine.context import Context
 from sqlflow.errors import SqlflowError
 from sqlflow.identifiers import quote as quote_ident
-from sqlflow.planning.plan import COMMIT_LOG, BatchPlan, StreamPlan
+from sqlflow.planning.plan import COMMIT_LOG, BatchPlan, RoutedPlan, StreamPlan
 from sqlflow.runtime import batch, offsets, run_lock
+from sqlflow.runtime.delta import partition_path
 from sqlflow.runtime.delta.sinks import quote
 from sqlflow.runtime.dispatch import is_stream
+from sqlflow.runtime.quarantine import KAFKA_VALUE
 from sqlflow.runtime.query import checkpoint_dir
-from sqlflow.workflows.verify.compare import PartitionDiff, compare
-from sqlflow.workflows.verify.outputs import outputs, scratch_batch
+from sqlflow.runtime.routed.routing import run_routed_batch
+from sqlflow.workflows.verify.compare import WHOLE_TABLE, PartitionDiff, compare
+from sqlflow.workflows.verify.outputs import Output, outputs, routed_selection, scratch_batch
 
-_DAY = re.compile(r"^(\w+)=(\d{4}-\d{2}-\d{2})")
+_DAY = re.compile(r"\d{4}-\d{2}-\d{2}")
 
 
 @dataclass(frozen=True)
 class AuditReport:
-    """One model's audit: the input versions the batch plan read (what the stream had
-    processed), the compared closed partitions, those left open, and what was repaired."""
+    """One model's (or routed group's) audit: the input versions the batch plan read (what
+    the stream had processed), the compared closed partitions, those left open, and what was
+    repaired."""
 
     model: str
     path: str
@@ -66,39 +75,51 @@ class AuditReport:
 
 
 Progress = Callable[[str], None]
+Live = StreamPlan | RoutedPlan
+Backfill = BatchPlan | RoutedPlan
 
 
 def audit_project(ctx: Context, *, select: Sequence[str] | None = None,
                   exclude: Sequence[str] | None = None, start: date | None = None,
                   end: date | None = None, repair: bool = False,
-                  vars: dict[str, Any] | None = None,
+                  vars: dict[str, Any] | None = None, every_partition: bool = False,
                   progress: Progress | None = None) -> list[AuditReport]:
-    """Audit every selected streaming model (see the module docstring)."""
+    """Audit every selected streaming model and routed group (a group selected by its name or
+    any member, as `verify` selects it); see the module docstring. `every_partition`: compare
+    the open partitions too, for streams that ended at the end of their input (an
+    `available-now` run flushes what it holds, so nothing more is owed: `sqlflow demo`)."""
     from sqlflow.compiler import compile_project
 
-    streams = compile_project(ctx.project_dir, mode="stream", select=list(select) if select else None,
-                              exclude=list(exclude) if exclude else None, target=ctx.target, vars=vars)
+    if start is not None and end is not None and start > end:
+        raise SqlflowError(f"--start {start} is after --end {end}: no partition is in that range",
+                           hint="swap them; both dates are included")
+    chosen = routed_selection(ctx, select, vars, exclude)
+    streams = compile_project(ctx.project_dir, mode="stream", select=chosen, target=ctx.target,
+                              vars=vars)
     streams.raise_if_errors()
     candidates = [p for p in streams.plans.values() if is_stream(p)]
     if not candidates:
         raise SqlflowError("nothing to audit: the selection holds no `streaming_table` model",
                            hint="select a streaming model, e.g. --select stg_ad_clicks")
-    batches = compile_project(ctx.project_dir, mode="batch", select=[p.model for p in candidates],
-                              target=ctx.target, vars=vars)
+    members = [m for p in candidates for m in p.members]
+    batches = compile_project(ctx.project_dir, mode="batch", select=members, target=ctx.target,
+                              vars=vars)
     batches.raise_if_errors()
     reports = []
     for plan in candidates:
         want = batches.plans.get(plan.model)
-        if not isinstance(plan, StreamPlan) or not isinstance(want, BatchPlan):
+        # batch mode plans a model's BatchPlan, a routed group's RoutedPlan
+        if isinstance(plan, StreamPlan) != isinstance(want, BatchPlan) or want is None:
             reports.append(AuditReport(plan.model, plan.path, {}, None, (), (),
-                                       skipped="a routed group: not audited yet (use `sqlflow verify`)"))
+                                       skipped="its batch plan is not of its stream plan's kind"))
             continue
+        assert isinstance(plan, StreamPlan | RoutedPlan) and isinstance(want, BatchPlan | RoutedPlan)
         reports.append(audit_model(ctx, want, plan, start=start, end=end, repair=repair,
-                                   progress=progress))
+                                   every_partition=every_partition, progress=progress))
     return reports
 
 
-def processed_versions(checkpoint: Path, plan: StreamPlan) -> dict[str, int] | str:
+def processed_versions(checkpoint: Path, plan: Live) -> dict[str, int] | str:
     """The Delta version of each stream input the stream's last committed micro-batch had
     processed, or why they cannot be told."""
     commits = checkpoint / "commits"
@@ -122,19 +143,20 @@ def processed_versions(checkpoint: Path, plan: StreamPlan) -> dict[str, int] | s
     return pinned
 
 
-def closed_before(spark: SparkSession, plan: StreamPlan, batch_plan: BatchPlan,
+def closed_before(spark: SparkSession, plan: Live, batch_plan: Backfill,
                   pinned: dict[str, int]) -> date | None:
     """The first date partition the stream may not have closed: the day of the slowest stream
     input's newest ingest time (event time when it has none), less the largest allowed lateness
-    and the plan's event-time margin."""
-    frontiers, wait_us = [], batch_plan.backfill_margin_us or 0
+    and the plan's event-time margin (none for a routed group: its targets filter rows)."""
+    margin = getattr(batch_plan, "backfill_margin_us", None) or 0
+    frontiers, wait_us = [], margin
     for b in plan.sources:
         if b.read != "stream" or b.relation not in pinned:
             continue
         column = b.time.ingest_time or b.time.event_time
         if column is None:
             return None
-        wait_us = max(wait_us, (batch_plan.backfill_margin_us or 0) + b.time.allowed_lateness_us)
+        wait_us = max(wait_us, margin + b.time.allowed_lateness_us)
         row = spark.sql(f"SELECT max({quote_ident(column)}) FROM {quote(b.relation)} "
                         f"VERSION AS OF {pinned[b.relation]}").first()
         newest = row[0] if row is not None else None
@@ -148,34 +170,46 @@ def closed_before(spark: SparkSession, plan: StreamPlan, batch_plan: BatchPlan,
 
 
 def _day(partition: str) -> date | None:
-    match = _DAY.match(partition)
-    return date.fromisoformat(match.group(2)) if match else None
+    """The date of a partition whose first level is a date (`dt=2026-11-01/...`), else None."""
+    if partition == WHOLE_TABLE:
+        return None
+    try:
+        first = next(iter(partition_path.parse(partition).values()), None)
+    except ValueError:
+        return None
+    try:
+        return date.fromisoformat(first) if first and _DAY.fullmatch(first) else None
+    except ValueError:
+        return None
 
 
-def audit_model(ctx: Context, batch_plan: BatchPlan, plan: StreamPlan, *, start: date | None = None,
+def audit_model(ctx: Context, batch_plan: Backfill, plan: Live, *, start: date | None = None,
                 end: date | None = None, repair: bool = False, keep: bool = False,
-                progress: Progress | None = None) -> AuditReport:
-    """Audit one streaming model (see the module docstring)."""
+                every_partition: bool = False, progress: Progress | None = None) -> AuditReport:
+    """Audit one streaming model or routed group (see the module docstring)."""
     say = progress or (lambda line: None)
     spark = ctx.spark
     checkpoint = checkpoint_dir(ctx.project_dir, plan)
     pinned = processed_versions(checkpoint, plan)
     if isinstance(pinned, str):
         return AuditReport(plan.model, plan.path, {}, None, (), (), skipped=f"the stream {pinned}")
-    edge = closed_before(spark, plan, batch_plan, pinned)
+    edge = None if every_partition else closed_before(spark, plan, batch_plan, pinned)
     scratch = f"sqlflow_audit_{uuid.uuid4().hex[:8]}"
     try:
         spark.sql(f"CREATE DATABASE {quote(scratch)}")
         scratch_plan = scratch_batch(batch_plan, scratch)
-        assert isinstance(scratch_plan, BatchPlan)
         say(f"{plan.model}: batch plan over " + ", ".join(f"{r}@v{v}" for r, v in pinned.items()))
-        batch.run_batch(ctx, scratch_plan, versions=pinned)
+        if isinstance(scratch_plan, RoutedPlan):
+            list(run_routed_batch(ctx, scratch_plan, versions=pinned))
+        else:
+            batch.run_batch(ctx, scratch_plan, versions=pinned)
         pairs = list(zip(outputs(scratch_plan), outputs(plan), strict=True))
-        compared, still_open, problems = _compare(spark, pairs, edge, start, end)
+        kafka = kafka_inputs(spark, plan)
+        compared, still_open, problems = _compare(spark, pairs, edge, start, end, kafka)
         repaired: list[str] = []
         if repair and any(not d.ok for d in compared):
             repaired = _repair(ctx, plan, pairs, [d for d in compared if not d.ok])
-            compared, still_open, problems = _compare(spark, pairs, edge, start, end)
+            compared, still_open, problems = _compare(spark, pairs, edge, start, end, kafka)
         return AuditReport(plan.model, plan.path, pinned, edge, tuple(compared),
                            tuple(sorted(set(still_open))), tuple(problems), None, tuple(repaired))
     finally:
@@ -185,14 +219,28 @@ def audit_model(ctx: Context, batch_plan: BatchPlan, plan: StreamPlan, *, start:
             spark.sql(f"DROP DATABASE IF EXISTS {quote(scratch)} CASCADE")
 
 
-def _compare(spark: SparkSession, pairs: list, edge: date | None, start: date | None,
-             end: date | None) -> tuple[list[PartitionDiff], list[str], list[str]]:
-    """Each output's partitions in [start, end]: the closed ones compared, the open ones named."""
+def kafka_inputs(spark: SparkSession, plan: Live) -> frozenset[str]:
+    """The stream inputs of `plan` that are Kafka archives (they hold each record's bytes,
+    `_kafka_value`): their quarantine rows' `origin` is the record's topic/partition/offset."""
+    out = set()
+    for b in plan.sources:
+        if b.read == "stream" and spark.catalog.tableExists(b.relation) and \
+                KAFKA_VALUE in spark.table(b.relation).columns:
+            out.add(b.relation)
+    return frozenset(out)
+
+
+def _compare(spark: SparkSession, pairs: list[tuple[Output, Output]], edge: date | None,
+             start: date | None, end: date | None, kafka: frozenset[str] = frozenset()
+             ) -> tuple[list[PartitionDiff], list[str], list[str]]:
+    """Each output's partitions in [start, end]: the closed ones compared, the open ones named.
+    A quarantine's `origin` counts only for the rows of Kafka inputs (see the module docstring)."""
     compared: list[PartitionDiff] = []
     still_open: list[str] = []
     problems: list[str] = []
     for want, got in pairs:
-        diffs, schema = compare(spark, want.table, got.table, got.partition_by, table=got.name)
+        diffs, schema = compare(spark, want.table, got.table, got.partition_by, table=got.name,
+                                origin_of=kafka if got.quarantine else None)
         problems.extend(schema)
         for d in diffs:
             day = _day(d.partition)
@@ -206,21 +254,30 @@ def _compare(spark: SparkSession, pairs: list, edge: date | None, start: date | 
 
 
 def partition_predicate(partition: str, columns: Sequence[str]) -> str:
-    """The SQL predicate of one compared partition key (`col=value/...`, `(whole table)`),
-    built as a sqlglot tree so a value holding a quote or a backslash stays a literal (Spark
-    reads `'a''b'` as two literals concatenated, `ab`, never as `a'b`)."""
-    if partition == "(whole table)":
+    """The SQL predicate of one compared partition (its escaped spec `col=value/...`, read with
+    `partition_path.parse`, or `(whole table)`) over `columns`, the table's partition columns
+    in order, built as a sqlglot tree so a value holding a quote or a backslash stays a literal
+    (Spark reads `'a''b'` as two literals concatenated, `ab`, never as `a'b`). The default
+    partition holds NULL and the empty string, as Spark's directories do."""
+    if partition == WHOLE_TABLE:
         return "true"
+    values = list(partition_path.parse(partition).values())
+    if len(values) != len(columns):
+        raise ValueError(f"`{partition}` does not name the {len(columns)} partition column(s) "
+                         f"{', '.join(columns)}")
     terms: list[exp.Expression] = []
-    for part, column in zip(partition.split("/"), columns, strict=False):
-        value = part.split("=", 1)[1]
+    for value, column in zip(values, columns, strict=True):
         col = exp.Cast(this=exp.column(column, quoted=True), to=exp.DataType.build("string"))
-        terms.append(exp.Is(this=col, expression=exp.Null()) if value == "NULL"
-                     else exp.EQ(this=col, expression=exp.Literal.string(value)))
+        if value is None:
+            terms.append(exp.paren(exp.or_(exp.Is(this=col, expression=exp.Null()),
+                                           exp.EQ(this=col.copy(), expression=exp.Literal.string("")))))
+        else:
+            terms.append(exp.EQ(this=col, expression=exp.Literal.string(value)))
     return exp.and_(*terms).sql(dialect="spark")
 
 
-def _repair(ctx: Context, plan: StreamPlan, pairs: list, bad: list[PartitionDiff]) -> list[str]:
+def _repair(ctx: Context, plan: Live, pairs: list[tuple[Output, Output]],
+            bad: list[PartitionDiff]) -> list[str]:
     """Rewrite the differing partitions of the live tables from the batch plan's, under the
     model's run lock (refused while its stream runs)."""
     checkpoint = checkpoint_dir(ctx.project_dir, plan)

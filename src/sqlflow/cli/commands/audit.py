@@ -44,8 +44,7 @@ def command(select: tuple[str, ...], exclude: tuple[str, ...], start: datetime |
         context(), select=select, exclude=exclude, start=start.date() if start else None,
         end=end.date() if end else None, repair=repair, vars=parse_vars(vars_text),
         progress=lambda line: err_console.print(f"  [dim]{escape(line)}[/dim]", soft_wrap=True))
-    for report in reports:
-        print_report(report)
+    print_reports(reports)
     skipped = [r for r in reports if r.skipped]
     bad = [r for r in reports if not r.ok and not r.skipped]
     if bad:
@@ -63,29 +62,27 @@ def command(select: tuple[str, ...], exclude: tuple[str, ...], start: datetime |
                   f"the live tables equals the batch plan over the input the stream processed{fixed}")
 
 
-def print_report(report) -> None:
-    from rich import box
-    from rich.table import Table
+def print_reports(reports) -> None:
+    """Each model's input and what it could not audit, the table of every output, then the
+    differing partitions, the problems and the partitions left open, model by model."""
+    from sqlflow.report.audit import differences_table, inputs_line, outputs_table
 
-    if report.skipped:
-        console.print(f"[yellow]{escape(report.model)}: not audited: {escape(report.skipped)}[/yellow]",
-                      soft_wrap=True)
-        return
-    status = "[green]equal[/green]" if report.ok else "[red]DIFFERS[/red]"
-    inputs = ", ".join(f"{r}@v{v}" for r, v in report.pinned.items())
-    closed = f"closed before {report.closed_before}" if report.closed_before else "every partition"
-    table = Table(title=f"{report.model}: {status} (input {inputs}; {closed})",
-                  title_justify="left", box=box.SIMPLE_HEAD)
-    for name in ("table", "partition", "batch rows", "stream rows", "missing", "extra"):
-        table.add_column(name, justify="left" if name in ("table", "partition") else "right")
-    for p in sorted(report.partitions, key=lambda p: (p.ok, p.table, p.partition)):
-        fixed = f"{p.table}: {p.partition}" in report.repaired
-        table.add_row(escape(p.table), escape(p.partition) + (" (repaired)" if fixed else ""),
-                      f"{p.batch_rows:,}", f"{p.stream_rows:,}", f"{p.missing:,}", f"{p.extra:,}",
-                      style=None if p.ok or fixed else "red")
-    console.print(table)
-    for problem in report.problems:
-        console.print(f"  [red]{escape(problem)}[/red]", soft_wrap=True)
-    if report.open_partitions:
-        console.print(f"  open (not compared yet): {escape(', '.join(report.open_partitions))}",
-                      soft_wrap=True)
+    for report in reports:
+        if report.skipped:
+            console.print(f"[yellow]{escape(report.model)}: not audited: {escape(report.skipped)}[/yellow]",
+                          soft_wrap=True)
+        else:
+            console.print(f"  {escape(inputs_line(report))}", soft_wrap=True, highlight=False)
+    console.print(outputs_table(reports, title="the live tables against the batch plan over the "
+                                               "input the stream processed"))
+    for report in reports:
+        diffs = differences_table(report)
+        if diffs is not None:
+            console.print(diffs)
+        for problem in report.problems:
+            console.print(f"  [red]{escape(report.model)}: {escape(problem)}[/red]", soft_wrap=True)
+        if report.open_partitions:
+            shown, more = report.open_partitions[:6], len(report.open_partitions) - 6
+            rest = f" and {more:,} more" if more > 0 else ""
+            console.print(f"  {escape(report.model)}: open (not compared yet): "
+                          f"{escape(', '.join(shown))}{rest}", soft_wrap=True)

@@ -465,17 +465,21 @@ def run_routed_stream(ctx: Context, plan: RoutedPlan, *, trigger: str = AVAILABL
 # --- batch ----------------------------------------------------------------------------------------
 
 def run_routed_batch(ctx: Context, plan: RoutedPlan, *, start: date | None = None, end: date | None = None,
-                     inspect: Callable[[str, DataFrame], None] | None = None) -> Iterator:
+                     inspect: Callable[[str, DataFrame], None] | None = None,
+                     versions: dict[str, int] | None = None) -> Iterator:
     """Backfill every target from one read; yields one `RunResult` per target, then leaves the
     group's RouteReport on the last one (`RunResult.route`). `inspect(model, rows)` sees each
-    target's rows before its write (tests check they read the cache, not the input)."""
+    target's rows before its write (tests check they read the cache, not the input).
+    `versions` pins the input's Delta version (`sqlflow audit`: what the stream processed)."""
     spark, b = ctx.spark, plan.sources[0]
     dates = DateRange.of(start, end)
     began = time.monotonic()
     if not spark.catalog.tableExists(b.relation):
         raise SqlflowError(f"routed group `{plan.model}`: input table `{b.relation}` does not exist",
                            location=Location(plan.path), hint="run its parent first")
-    version = latest_version(spark, b.relation)
+    version = (versions or {}).get(b.relation)
+    if version is None:
+        version = latest_version(spark, b.relation)
     rows, view = read(spark, b.relation, version).persist(), None
     run_id = f"batch-{uuid.uuid4().hex[:12]}"
     results, writes, hours = [], [], set()

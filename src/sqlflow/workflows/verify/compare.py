@@ -6,7 +6,7 @@ partition, so a duplicated row counts and a report can say where the outputs dif
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import cast
 
@@ -14,6 +14,9 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from sqlflow.identifiers import quote as quote_ident
+from sqlflow.runtime.delta import partition_path
+
+WHOLE_TABLE = "(whole table)"  # the one "partition" of a table compared without partition columns
 
 
 @dataclass(frozen=True)
@@ -34,11 +37,15 @@ class PartitionDiff:
 
 
 def compare(spark: SparkSession, want_table: str, got_table: str, partition_by: Sequence[str], *,
-            table: str, drop: Sequence[str] = (), rename_input: dict[str, str] | None = None
+            table: str, drop: Sequence[str] = (), rename_input: dict[str, str] | None = None,
+            origin_of: Collection[str] | None = None
             ) -> tuple[tuple[PartitionDiff, ...], tuple[str, ...]]:
     """Per-partition multiset difference of two tables, both directions of EXCEPT ALL over every
     column (minus `drop`). A table that does not exist is empty. `rename_input` maps the
-    quarantine's `input` column from copy tables back to the relations they copy."""
+    quarantine's `input` column from copy tables back to the relations they copy. `origin_of`
+    (a quarantine): the inputs whose rows' `origin` is compared (a Kafka record's
+    topic/partition/offset); the other rows' `origin` names the run that read them, and is
+    compared as NULL."""
     want, got = _table(spark, want_table), _table(spark, got_table)
     if want is None and got is None:
         return (), ()
@@ -51,6 +58,10 @@ def compare(spark: SparkSession, want_table: str, got_table: str, partition_by: 
         for copy, original in rename_input.items():
             mapped = F.when(F.col("input") == copy, F.lit(original)).otherwise(mapped)
         got = got.withColumn("input", mapped)
+    if origin_of is not None and "origin" in want.columns and "input" in want.columns:
+        keep = [r.lower() for r in origin_of]
+        want, got = (df.withColumn("origin", F.when(F.lower(F.col("input")).isin(keep), F.col("origin")))
+                     for df in (want, got))
     problems = _schema_problems(want, got, table)
     if problems:
         return (), problems
@@ -76,12 +87,14 @@ def _schema_problems(want: DataFrame, got: DataFrame, table: str) -> tuple[str, 
 
 
 def _partition_key(columns: Sequence[str], partition_by: Sequence[str]) -> Column:
+    """The partition's spec (`dt=2026-11-01/tag=a%2Fb`), escaped as the project spells every
+    partition (`sqlflow.runtime.delta.partition_path`): a value holding `/` or `=` stays one
+    level, NULL is `__HIVE_DEFAULT_PARTITION__`; `partition_path.parse` reads it back."""
     names = {c.lower(): c for c in columns}
     parts = [names[p.lower()] for p in partition_by if p.lower() in names]
     if not parts:
-        return F.lit("(whole table)")
-    return F.concat_ws("/", *[F.concat(F.lit(f"{p}="), F.coalesce(F.col(quote_ident(p)).cast("string"),
-                                                                    F.lit("NULL"))) for p in parts])
+        return F.lit(WHOLE_TABLE)
+    return partition_path.key(parts)
 
 
 def _count_by(df: DataFrame, key: Column) -> dict[str, int]:
