@@ -2,7 +2,7 @@
 guaranteed, what is refused, what an operator does"): how long a stream query's start spends
 comparing its checkpoint with the newest markers in each table it writes, on the demo data.
 
-    .venv/bin/python bench/marker_startup.py [--rows 20000] [--rounds 5]
+    .venv/bin/python bench/marker_startup.py [--rows 20000] [--rounds 5] [--keep | --reuse FOLDER]
 
 Copies the project to a temp folder (own warehouse, metastore and checkpoints), writes the
 demo's data (`sqlflow demo generate --rows N`), runs every stream model and the routed group
@@ -68,27 +68,35 @@ def one_check(ctx: Context, plan) -> tuple[float, float, int]:
     return markers, time.monotonic() - began, len(replay)
 
 
+def prepare(project: Path, rows: int) -> None:
+    """The demo's data, then one bounded stream run of every stream model and the group."""
+    done = subprocess.run([str(BIN / "sqlflow"), "demo", "generate", "--rows", str(rows)],
+                          cwd=project, capture_output=True, text=True)
+    if done.returncode:
+        raise SystemExit(f"demo generate failed:\n{done.stdout[-2000:]}{done.stderr[-2000:]}")
+    began = time.monotonic()
+    try:
+        cli(["--project-dir", str(project), "run", "--mode", "stream", "--trigger", "available-now"],
+            standalone_mode=False)
+    except SystemExit as exc:
+        if exc.code:
+            raise
+    print(f"stream run of the demo: {time.monotonic() - began:.1f}s", flush=True)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rows", type=int, default=20_000, help="demo impressions to generate")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--keep", action="store_true", help="keep the temp project folder")
+    parser.add_argument("--reuse", type=Path, default=None,
+                        help="a folder an earlier run kept (--keep): time its queries again, no new run")
     args = parser.parse_args()
-    folder = Path(tempfile.mkdtemp(prefix="sqlflow_markers_"))
-    project = copy_project(folder)
+    folder = args.reuse or Path(tempfile.mkdtemp(prefix="sqlflow_markers_"))
+    project = folder if args.reuse else copy_project(folder)
     try:
-        done = subprocess.run([str(BIN / "sqlflow"), "demo", "generate", "--rows", str(args.rows)],
-                              cwd=project, capture_output=True, text=True)
-        if done.returncode:
-            raise SystemExit(f"demo generate failed:\n{done.stdout[-2000:]}{done.stderr[-2000:]}")
-        began = time.monotonic()
-        try:
-            cli(["--project-dir", str(project), "run", "--mode", "stream", "--trigger", "available-now"],
-                standalone_mode=False)
-        except SystemExit as exc:
-            if exc.code:
-                raise
-        print(f"stream run of the demo: {time.monotonic() - began:.1f}s", flush=True)
+        if not args.reuse:
+            prepare(project, args.rows)
         ctx = Context.discover(project)
         result = compile_project(project, mode="stream", target=ctx.target)
         result.raise_if_errors()
@@ -118,7 +126,7 @@ def main() -> int:
               f"{max(totals):.2f}s")
         return 0
     finally:
-        if args.keep:
+        if args.keep or args.reuse:
             print(f"kept {folder}")
         else:
             shutil.rmtree(folder, ignore_errors=True)
