@@ -29,7 +29,6 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from pyspark.errors import AnalysisException
 from pyspark.sql import SparkSession
 
 from sqlflow.errors import Location, SqlflowError
@@ -68,10 +67,9 @@ def held(spark: SparkSession, tables: Iterable[str], apps: tuple[str, ...], afte
     its newest one of a batch at or before `after`."""
     out: list[Held] = []
     for table in dict.fromkeys(t.lower() for t in tables):
-        try:  # one catalog call per table, not an existence check before it (query start's cost)
-            info = deltalog.describe(spark, table)
-        except AnalysisException:  # the table does not exist (yet): it holds nothing
+        if not spark.catalog.tableExists(table):
             continue
+        info = deltalog.describe(spark, table)
         latest = deltalog.latest_version(spark, table, info.location) if info.format == "delta" else None
         if latest is None:
             continue
