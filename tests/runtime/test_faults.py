@@ -4,7 +4,8 @@ does, then compares every row of every output with the batch plan's:
 
 - a crash after the sink write (or after the state append) of a micro-batch, before Spark's
   commit file, with the checkpoint's `sqlflow_once/` journal lost: the replay writes nothing
-  twice (the journal is rebuilt from the markers in the tables);
+  twice (the journal is rebuilt from the markers in the tables), for an inner, a left and a
+  right join (`incremental`) and a left join of the `stateful` strategy;
 - the same for a routed group, crashed between two targets;
 - an older copy of the checkpoint restored over a newer one: refused with both named and the
   way out; the matching checkpoint resumes and nothing was written twice;
@@ -16,7 +17,8 @@ does, then compares every row of every output with the batch plan's:
 - a create killed before its catalog entry: the folder it left is moved aside (never deleted)
   and the run recovers; a folder holding a table sqlflow did not create is refused, untouched.
 
-kill -9 of a separate `sqlflow run` process: not in the suite yet (docs/semantics.md, Faults).
+kill -9 of a separate `sqlflow run` process at the named fault points, stream, routed and
+batch runs: `test_kill9.py`.
 """
 
 from __future__ import annotations
@@ -72,6 +74,13 @@ SELECT c.req_id, i.ad_id, i.imp_ts, c.click_ts, to_date(c.click_ts) AS dt
 FROM {{ source('ods', 'imps') }} AS i
 RIGHT JOIN {{ source('ods', 'clicks') }} AS c
   ON i.req_id = c.req_id AND c.click_ts BETWEEN i.imp_ts AND i.imp_ts + INTERVAL 20 MINUTES""",
+    "stateful_samples.sql": "{{ config(materialized='streaming_table', partition_by=['dt'], "
+                            "stream_strategy='stateful', skew_margin='3 days') }}\n" + """
+SELECT i.req_id, i.ad_id, i.imp_ts, c.click_ts, CASE WHEN c.req_id IS NULL THEN 0 ELSE 1 END AS label,
+       to_date(i.imp_ts) AS dt
+FROM {{ source('ods', 'imps') }} AS i
+LEFT JOIN {{ source('ods', 'clicks') }} AS c
+  ON i.req_id = c.req_id AND c.click_ts BETWEEN i.imp_ts AND i.imp_ts + INTERVAL 20 MINUTES""",
 }
 
 
@@ -108,14 +117,20 @@ def first_two_batches(spark, s, model, split=(7, 3)):
 # So the outer cases cut the edge cases where no later row matches a row a flush padded: the
 # duplicated `dup` impressions arrive with their clicks in batch 1, not before them.
 NO_LATE_MATCH = (5, 3)
+# The `stateful` strategy's bounded run ends with a heartbeat at its newest clean event time +
+# the flush margin (20 minutes) + 1 s (docs/semantics.md, "Heartbeat flush"): Spark drops a
+# later row behind that watermark (reported dirty). Batch 0 ends with the NULL-key click at
+# 14:01, so batch 1 (the `dup` impressions at 15:00 and everything after) starts past 14:21:01.
+WITHIN_WATERMARK = (5, 5)
 
 
 @pytest.mark.parametrize("model,point", [("attributed", "sink"), ("attributed", "state"),
                                          ("left_samples", "sink"), ("left_samples", "state"),
-                                         ("right_samples", "sink")])
+                                         ("right_samples", "sink"), ("stateful_samples", "sink")])
 def test_a_crash_with_the_journal_lost_writes_nothing_twice(spark, setup, model, point):
     s, plan = setup, setup.stream_plans[model]
-    first_two_batches(spark, s, model, NO_LATE_MATCH)
+    stateful = plan.strategy == "stateful"
+    first_two_batches(spark, s, model, WITHIN_WATERMARK if stateful else NO_LATE_MATCH)
 
     def crash(batch_id):
         raise RuntimeError(f"simulated crash after the {point} write of batch {batch_id}")
@@ -125,9 +140,13 @@ def test_a_crash_with_the_journal_lost_writes_nothing_twice(spark, setup, model,
     shutil.rmtree(checkpoint_of(s, model) / once.FOLDER)  # a partial restore, a clean-up script
     replay = run_stream(s.stream, plan)
     first = [b for b in replay.batches if b.kind == "batch"][0]
-    assert first.replayed and (first.batch_id == 1 or plan.strategy == "stateful")
-    # a later batch joins against what the replayed batch wrote (state rows included)
-    later = [click("lower", at(1, 10, 5)), click("dup", at(1, 15, 2))]
+    assert first.replayed and (first.batch_id == 1 or stateful)
+    # a later batch joins against what the replayed batch wrote (state rows included); the
+    # stateful strategy's flushed watermark passed the first day (00:30:01 on day 2, after the
+    # `midnight` click): its later rows are on day 2, one matched and one padded
+    later = [click("lower", at(1, 10, 5)), click("dup", at(1, 15, 2))] if not stateful else [click("next", at(2, 9, 5))]
+    if stateful:
+        append(spark, f"{s.ods}.imps", [imp("next", 7, at(2, 9, 0)), imp("lone", 7, at(2, 9, 1))], IMP_SCHEMA)
     append(spark, f"{s.ods}.clicks", later, CLICK_SCHEMA)
     after = run_stream(s.stream, plan)
     assert [b.batch_id for b in after.batches if b.kind == "batch"][:1] == [max(b.batch_id for b in replay.batches) + 1]
