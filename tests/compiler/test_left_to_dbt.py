@@ -40,3 +40,25 @@ def test_a_plain_project_has_no_such_notice(tmp_path):
     root = make_project(tmp_path, models={"base.sql": "select 1 as id"})
     res = CliRunner().invoke(main, ["--project-dir", str(root), "compile", "--mode", "batch"])
     assert res.exit_code == 0 and "leaves" not in res.stderr
+
+
+UNIT_TESTS = """version: 2
+unit_tests:
+  - name: test_base_keeps_ids
+    model: base
+    given: []
+    expect:
+      rows:
+        - {id: 1}
+"""
+
+
+def test_unit_tests_are_named_once_with_the_dbt_command(tmp_path):
+    root = make_project(tmp_path, models={"base.sql": "select 1 as id"},
+                        yml={"models/units.yml": UNIT_TESTS})
+    res = CliRunner().invoke(main, ["--project-dir", str(root), "compile", "--mode", "batch"])
+    assert res.exit_code == 0, res.output
+    assert res.stderr.count(
+        "models/units.yml: warning: sqlflow does not run dbt unit tests; it leaves "
+        "`test_base_keeps_ids` (models/units.yml) to dbt; run them with "
+        "`sqlflow dbt test --select test_type:unit`") == 1, res.stderr

@@ -1,5 +1,5 @@
-"""The nodes of a dbt project that sqlflow leaves to dbt: snapshots, Python models and
-`microbatch` incremental models.
+"""The nodes of a dbt project that sqlflow leaves to dbt: snapshots, Python models, unit
+tests (`unit_tests:`) and `microbatch` incremental models.
 
 sqlflow never skips them silently: `load_project` (snapshots, Python models) and
 `compile_project` (microbatch models) turn what they find here into one warning per kind,
@@ -23,7 +23,8 @@ _SNAPSHOT_BLOCK = re.compile(r"{%-?\s*snapshot\s+([A-Za-z_][A-Za-z0-9_]*)")
 
 def dbt_only_notices(root: Path, model_paths: Iterable[str],
                      snapshot_paths: Iterable[str]) -> list[Diagnostic]:
-    """One warning for the Python models and one for the snapshots the project has, if any.
+    """One warning for the Python models, one for the snapshots and one for the unit tests
+    the project has, if any.
 
     >>> dbt_only_notices(Path("/nonexistent"), ["models"], ["snapshots"])
     []
@@ -44,6 +45,13 @@ def dbt_only_notices(root: Path, model_paths: Iterable[str],
             f"sqlflow does not run snapshots; it leaves {_listed(snapshots)} to dbt",
             Location(snapshots[0][1]),
             "build them with `sqlflow dbt snapshot` (dbt's timestamp and check strategies)",
+            severity="warning"))
+    units = [found for mpath in model_paths for found in _yml_entries(root, root / mpath, "unit_tests")]
+    if units:
+        out.append(Diagnostic(
+            f"sqlflow does not run dbt unit tests; it leaves {_listed(units)} to dbt",
+            Location(units[0][1]),
+            "run them with `sqlflow dbt test --select test_type:unit` (dbt's own runner)",
             severity="warning"))
     return out
 
@@ -93,6 +101,28 @@ def _snapshots(root: Path, folder: Path) -> list[tuple[str, str]]:
         for entry in entries if isinstance(entries, list) else []:
             if isinstance(entry, dict) and isinstance(entry.get("name"), str) and "relation" in entry:
                 found.append((entry["name"], file.relative_to(root).as_posix()))
+    return found
+
+
+def _yml_entries(root: Path, folder: Path, key: str) -> list[tuple[str, str]]:
+    """(name, path) of each named entry of the top-level list `key` in the yml files under
+    `folder`.
+
+    >>> import tempfile
+    >>> root = Path(tempfile.mkdtemp())
+    >>> _ = (root / "m.yml").write_text("unit_tests:\\n  - {name: t1, model: b}\\n")
+    >>> _yml_entries(root, root, "unit_tests")
+    [('t1', 'm.yml')]
+    """
+    found = []
+    for file in [*_files(folder, "*.yml"), *_files(folder, "*.yaml")]:
+        try:
+            data = yaml.safe_load(file.read_text(errors="replace"))
+        except yaml.YAMLError:
+            continue  # a broken yml is reported where the project loads it
+        entries = data.get(key) if isinstance(data, dict) else None
+        found += [(e["name"], file.relative_to(root).as_posix()) for e in entries or []
+                  if isinstance(entries, list) and isinstance(e, dict) and isinstance(e.get("name"), str)]
     return found
 
 
