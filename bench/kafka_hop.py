@@ -26,7 +26,6 @@ import io
 import json
 import os
 import shutil
-import socket
 import statistics
 import sys
 import tempfile
@@ -63,20 +62,6 @@ def copy_project(folder: Path, kafka: bool) -> Path:
             out.append(line)
         path.write_text("\n".join(out) + "\n")
     return folder
-
-
-def free_port() -> int:
-    for _ in range(50):
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-        with socket.socket() as s:
-            try:
-                s.bind(("127.0.0.1", port + 1))
-            except OSError:
-                continue
-        return port
-    raise RuntimeError("no two free ports in a row")
 
 
 def record(tick: int, i: int, now: float) -> dict:
@@ -205,7 +190,7 @@ def main() -> int:
     from sqlflow.engine.context import Context
 
     folder = Path(tempfile.mkdtemp(prefix="sqlflow_kafka_hop_"))
-    port = free_port()
+    port = broker.free_port()
     started = broker.start(folder / "kafka", port)
     os.environ["SQLFLOW_KAFKA_BOOTSTRAP"] = started.address
     ratios, k50, d50, a50 = [], [], [], []

@@ -6,24 +6,7 @@ for it, and stops when the run ends.
 
 from __future__ import annotations
 
-import socket
-
 import pytest
-
-
-def _free_port() -> int:
-    # the controller listens on port + 1: look for two free ports in a row
-    for _ in range(50):
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-        with socket.socket() as s:
-            try:
-                s.bind(("127.0.0.1", port + 1))
-            except OSError:
-                continue
-        return port
-    raise RuntimeError("no two free ports in a row")
 
 
 @pytest.fixture(scope="session")
@@ -32,6 +15,6 @@ def kafka_broker(tmp_path_factory):
     from sqlflow.engine import broker
 
     folder = tmp_path_factory.mktemp("kafka")
-    started = broker.start(folder, _free_port())
+    started = broker.start(folder, broker.free_port())
     yield started
     broker.stop(folder)

@@ -114,6 +114,22 @@ def running(folder: Path) -> Broker | None:
     return broker if broker.pid() else None
 
 
+def free_port() -> int:
+    """A free port on 127.0.0.1 whose next port is free too (the broker's controller listens
+    on port + 1): for a broker of tests and benchmarks."""
+    for _ in range(50):
+        with socket.socket() as s:
+            s.bind((HOST, 0))
+            port = s.getsockname()[1]
+        with socket.socket() as s:
+            try:
+                s.bind((HOST, port + 1))
+            except OSError:
+                continue
+        return port
+    raise RuntimeError("no two free ports in a row")
+
+
 def reachable(address: str, timeout: float = 1.0) -> bool:
     host, _, port = address.rpartition(":")
     try:
