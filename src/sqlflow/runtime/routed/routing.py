@@ -125,7 +125,7 @@ class RouteReport:
         return sum(t.rows for t in self.targets)
 
     def line(self) -> str:
-        note = f"; committed {_hours(self.committed)}" if self.committed else ""
+        note = f"; committed {_hour_list(self.committed)}" if self.committed else ""
         if self.kind == "flush":
             return (f"{self.group} end of input after batch {self.batch_id}: "
                     f"{note.removeprefix('; ') or 'nothing left to commit'} ({self.seconds:.1f}s)")
@@ -138,12 +138,12 @@ class RouteReport:
                 f"{note}{dirty} ({self.seconds:.1f}s)")
 
 
-def _hours(hours: tuple[str, ...], listed: int = 4) -> str:
+def _hour_list(hours: tuple[str, ...], listed: int = 4) -> str:
     """The committed hours of a progress line: each when few, else how many and the range.
 
-    >>> _hours(("dt=d/hour=01", "dt=d/hour=02"))
+    >>> _hour_list(("dt=d/hour=01", "dt=d/hour=02"))
     'dt=d/hour=01, dt=d/hour=02'
-    >>> _hours(tuple(f"dt=d/hour={h:02d}" for h in range(24)))
+    >>> _hour_list(tuple(f"dt=d/hour={h:02d}" for h in range(24)))
     '24 hours, dt=d/hour=00 .. dt=d/hour=23'
     """
     if len(hours) <= listed:
