@@ -139,3 +139,24 @@ def test_reset_offsets_is_for_stream_runs_and_kafka_sources(tmp_path) -> None:
     wrong = CliRunner().invoke(main, ["--project-dir", str(root), "run", "--mode", "stream",
                                       "--reset-offsets", "oldest"])
     assert wrong.exit_code == 2 and "'oldest' is not one of 'earliest', 'latest'" in wrong.output
+
+
+def test_a_stream_run_over_kafka_sources_is_refused_over_spark_connect(tmp_path) -> None:
+    from rich.console import Console
+
+    from sqlflow.compiler import compile_project
+    from sqlflow.engine.context import Context
+    from sqlflow.workflows.run import archive_topics
+
+    profiles = ("sqlflow:\n  target: c\n  outputs:\n    c:\n      {type: spark, method: session, "
+                "host: NA, schema: dw, server_side_parameters: {spark.remote: 'sc://127.0.0.1:1', "
+                "spark.sqlflow.kafka.bootstrap.servers: '127.0.0.1:1'}}\n")
+    root = make_project(tmp_path, yml={"models/sources.yml": YML}, profiles_yml=profiles,
+                        models={"stg.sql": "{{ config(materialized='streaming_table') }}\n"
+                                           "select req_id, click_ts from {{ source('ods', 'clicks') }}"})
+    ctx = Context.discover(root)
+    plans = list(compile_project(root, mode="stream", target=ctx.target).plans.values())
+    with pytest.raises(SqlflowError) as err:
+        archive_topics(ctx, plans, Console())
+    assert "`kafka` cannot run over Spark Connect" in str(err.value)
+    assert "archive query" in str(err.value) and not ctx.has_spark
