@@ -34,6 +34,8 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
+import yaml
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from latency import _pct, commit_times  # noqa: E402
 
@@ -47,20 +49,13 @@ def copy_project(folder: Path, kafka: bool) -> Path:
     for name in ("dbt_project.yml", "models", "macros", "profiles", "udfs"):
         src = ROOT / name
         (shutil.copytree if src.is_dir() else shutil.copy)(src, folder / name)
-    if not kafka:  # the same sources, read as the Delta tables they are
+    if not kafka:  # the same sources, read as the Delta tables they are: no `kafka:` binding
         path = folder / "models" / "sources.yml"
-        lines = path.read_text().splitlines()
-        out, skip = [], None
-        for line in lines:
-            indent = len(line) - len(line.lstrip())
-            if skip is not None and (not line.strip() or indent > skip):
-                continue
-            skip = None
-            if line.strip().startswith("kafka:"):
-                skip = indent
-                continue
-            out.append(line)
-        path.write_text("\n".join(out) + "\n")
+        doc = yaml.safe_load(path.read_text())
+        for source in doc["sources"]:
+            for table in source.get("tables", []):
+                table.get("config", {}).get("meta", {}).get("sqlflow", {}).pop("kafka", None)
+        path.write_text(yaml.safe_dump(doc, sort_keys=False))
     return folder
 
 
