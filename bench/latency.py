@@ -120,7 +120,7 @@ class Producer(threading.Thread):
         self.click_done: dict[int, float] = {}
         self.click_ms: dict[int, int] = {}  # a click tick's ingest time (ms) -> the tick
         self.started = self.ended = 0.0
-        self.rows = 0
+        self.rows = self.ticks = 0
         self.error: BaseException | None = None
 
     def run(self) -> None:
@@ -148,7 +148,9 @@ class Producer(threading.Thread):
         per_side = max(1, int(self.rate * self.tick / 2))
         self.started = time.time()
         tick = 0
-        while time.time() - self.started < self.seconds:
+        # at least two ticks of clicks, however slow the appends: clicks start `click_delay`
+        # ticks in, and a run without them joins nothing and measures nothing
+        while time.time() - self.started < self.seconds or tick < self.click_delay + 2:
             due = self.started + tick * self.tick
             if (wait := due - time.time()) > 0:
                 time.sleep(wait)
@@ -162,7 +164,7 @@ class Producer(threading.Thread):
                 self.click_done[tick] = time.time()
                 self.rows += per_side
             tick += 1
-        self.ended = time.time()
+        self.ended, self.ticks = time.time(), tick
 
 
 def empty_inputs(spark) -> None:
@@ -275,8 +277,15 @@ def _drive(spark, run: Run, query, args, rate: int, seconds: float) -> None:
         query.stop()
     run.rows_in = producer.rows
     run.produced_s = (producer.ended - producer.started) or seconds
+    behind = (producer.ended - producer.started) - producer.ticks * args.tick
+    if behind > args.tick:
+        print(f"  the producer fell {behind:.1f}s behind its schedule ({producer.ticks} ticks): its "
+              "appends, not the query, limit this rate", flush=True)
     if run.error is None:
         measure(spark, run, producer)
+        if not run.rows_out:
+            run.error = (f"no output row ({producer.rows:,} input rows in {producer.ticks} ticks): "
+                         "nothing to measure")
         truth = joined(spark.table(CLICKS), spark.table(IMPS)).select(*COLUMNS)
         got = spark.table(run.table).select(*COLUMNS)
         missing, extra = truth.exceptAll(got).count(), got.exceptAll(truth).count()

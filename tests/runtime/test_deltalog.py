@@ -95,3 +95,32 @@ def test_a_commit_file_removed_by_log_clean_up_is_skipped_on_both_paths(spark, t
     monkeypatch.setattr(deltalog, "_local_log", lambda spark, location: None)
     assert deltalog.commit_actions(spark, f"file:{copy}", [0, 1, 2]) == local
     assert deltalog.commit_actions(spark, f"file:{copy}", [1]) == []
+
+
+def test_locate_gives_what_describe_gives_for_every_existing_table_at_once(spark):
+    """One `SHOW TABLE EXTENDED` per database (the truth check's start-up look-up): the same
+    format and location as `describe`, a missing table or database left out, a view without a
+    location, names matched whole (`loc_a` does not bring `loc_a2`)."""
+    spark.sql(f"CREATE TABLE {DB}.loc_a (id BIGINT) USING delta")
+    spark.sql(f"CREATE TABLE {DB}.loc_a2 (id BIGINT) USING delta")  # not asked: must not come back
+    spark.sql(f"CREATE TABLE {DB}.loc_p (id BIGINT) USING parquet")
+    spark.sql(f"CREATE VIEW {DB}.loc_v AS SELECT 1 AS id")
+    asked = [f"{DB}.LOC_A", f"{DB}.loc_p", f"{DB}.loc_v", f"{DB}.loc_missing", "no_such_db.t"]
+
+    found = deltalog.locate(spark, asked)
+
+    assert sorted(found) == [f"{DB}.loc_a", f"{DB}.loc_p", f"{DB}.loc_v"]
+    for name in (f"{DB}.loc_a", f"{DB}.loc_p"):
+        want = deltalog.describe(spark, name)
+        assert (found[name].format, found[name].location) == (want.format, want.location)
+    assert found[f"{DB}.loc_v"].location is None
+
+
+def test_table_id_from_the_checksum_file_is_the_id_spark_reports(spark, monkeypatch):
+    spark.sql(f"CREATE TABLE {DB}.ids (id BIGINT) USING delta")
+    spark.sql(f"INSERT INTO {DB}.ids VALUES (1)")
+    detail = spark.sql(f"DESCRIBE DETAIL {DB}.ids").collect()[0]
+    latest = deltalog.latest_version(spark, f"{DB}.ids", detail["location"])
+    assert deltalog.table_id(spark, detail["location"], latest) == detail["id"]
+    # no checksum file for that version (not written, or removed): the caller asks Spark
+    assert deltalog.table_id(spark, detail["location"], latest + 1) is None

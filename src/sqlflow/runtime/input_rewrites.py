@@ -47,18 +47,17 @@ def check(spark: SparkSession, checkpoint: Path, relations: list[str], *, what: 
     ends = reached(checkpoint)
     if not ends:
         return
-    for relation in relations:
-        if not spark.catalog.tableExists(relation):
+    for relation, info in deltalog.locate(spark, relations).items():
+        if info.format != "delta" or info.location is None:
             continue
-        detail = spark.sql(f"DESCRIBE DETAIL {deltalog.quote(relation)}").collect()[0]
-        end = ends.get(str(detail["id"]))
-        if end is None:
-            continue
-        version, starting = end
-        location = str(detail["location"])
+        location = info.location
         latest = deltalog.latest_version(spark, relation, location)
         if latest is None:
             continue
+        end = ends.get(deltalog.table_id(spark, location, latest) or _asked_id(spark, relation))
+        if end is None:
+            continue
+        version, starting = end
         first = max(version + 1 if starting else version, latest - LOOK_AHEAD + 1)
         for v, action in deltalog.commit_actions(spark, location, list(range(first, latest + 1))):
             removed = action.get("remove")
@@ -70,3 +69,9 @@ def check(spark: SparkSession, checkpoint: Path, relations: list[str], *, what: 
                     "cannot resume over it", location=Location(path),
                     hint=f"rebuild the model from the rewritten input with `{rebuild}`; to change a "
                          "column, add a new one (an added column is read as it is)")
+
+
+def _asked_id(spark: SparkSession, relation: str) -> str:
+    """The table id from Spark, when its log's checksum file cannot be read here (slower: it
+    computes the table's size first)."""
+    return str(spark.sql(f"DESCRIBE DETAIL {deltalog.quote(relation)}").collect()[0]["id"])

@@ -24,6 +24,7 @@ from __future__ import annotations
 import json
 import os
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from urllib.parse import unquote, urlparse
 
@@ -36,6 +37,7 @@ from sqlflow.identifiers import quote_table
 _PARTITIONS = "# Partition Information"  # rows: one partition column each
 _TRANSFORMS = "# Partitioning"  # how some catalogs print it instead: `Part 0 | dt`
 _DETAILS = "# Detailed Table Information"
+_PLAIN = re.compile(r"[a-z0-9_]+")  # a name `LIKE` matches as itself
 
 
 @dataclass(frozen=True)
@@ -69,6 +71,34 @@ def describe(spark: SparkSession, table: str) -> TableInfo:
                      tuple(dict.fromkeys(parts)), _owner(details.get("Table Properties", "")))
 
 
+def locate(spark: SparkSession, tables: Iterable[str]) -> dict[str, TableInfo]:
+    """Format and location of each of `tables` that exists (lower-case `db.table` keys;
+    partition columns and owner not read: the catalog's own record of a Delta table's
+    properties is not Delta's), asked with one `SHOW TABLE EXTENDED` per database instead of
+    an existence check and a `DESCRIBE` per table: a query start looks up every table it writes
+    (docs/semantics.md, "Start-up cost of the truth check"). A name that is not a plain
+    `db.table` of letters, digits and underscores is asked one by one."""
+    found: dict[str, TableInfo] = {}
+    by_db: dict[str, list[str]] = {}
+    for table in dict.fromkeys(t.lower() for t in tables):
+        parts = table.split(".")
+        if len(parts) == 2 and all(_PLAIN.fullmatch(p) for p in parts):
+            by_db.setdefault(parts[0], []).append(parts[1])
+        elif spark.catalog.tableExists(table):
+            found[table] = describe(spark, table)
+    for db, names in by_db.items():
+        if not spark.catalog.databaseExists(db):
+            continue
+        rows = spark.sql(f"SHOW TABLE EXTENDED IN {quote_table(db)} LIKE '{'|'.join(names)}'").collect()
+        for row in rows:
+            if row["isTemporary"] or row["tableName"].lower() not in names:
+                continue
+            info = dict(line.split(": ", 1) for line in str(row["information"]).splitlines() if ": " in line)
+            found[f"{db}.{row['tableName'].lower()}"] = TableInfo(
+                info.get("Provider", "").lower(), info.get("Location") or None, ())
+    return found
+
+
 def _owner(properties: str) -> tuple[str, str] | None:
     """`(model, role)` from `[k=v, sqlflow.model=m, sqlflow.role=sink]` (sqlflow writes model
     names and roles, which hold neither `,` nor `]`)."""
@@ -97,6 +127,23 @@ def latest_version(spark: SparkSession, table: str, location: str | None = None)
         return int(spark.sql(f"DESCRIBE HISTORY {quote(table)} LIMIT 1").collect()[0]["version"])
     except AnalysisException:
         return None
+
+
+def table_id(spark: SparkSession, location: str, latest: int) -> str | None:
+    """The Delta table id (`metaData.id`, what a stream checkpoint's offsets name as
+    `reservoirId`) of the table at `location` at version `latest`, from the checksum file Delta
+    writes beside each commit (`<version>.crc`, which holds the table's metadata); None when
+    the folder is not local or that file is missing (the caller asks Spark instead). A
+    `DESCRIBE DETAIL` would first compute the table's size from its snapshot."""
+    log = _local_log(spark, location)
+    if log is None:
+        return None
+    try:
+        with open(os.path.join(log, f"{latest:020d}.crc"), encoding="utf-8") as f:
+            found = json.load(f).get("metadata", {}).get("id")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return str(found) if found else None
 
 
 def commit_actions(spark: SparkSession, location: str, versions: list[int]) -> list[tuple[int, dict]]:

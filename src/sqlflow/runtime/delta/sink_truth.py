@@ -66,10 +66,7 @@ def held(spark: SparkSession, tables: Iterable[str], apps: tuple[str, ...], afte
     """The appends of the query (apps starting with one of `apps`) each table holds, newer than
     its newest one of a batch at or before `after`."""
     out: list[Held] = []
-    for table in dict.fromkeys(t.lower() for t in tables):
-        if not spark.catalog.tableExists(table):
-            continue
-        info = deltalog.describe(spark, table)
+    for table, info in deltalog.locate(spark, tables).items():
         latest = deltalog.latest_version(spark, table, info.location) if info.format == "delta" else None
         if latest is None:
             continue
