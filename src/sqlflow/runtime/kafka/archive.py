@@ -279,12 +279,16 @@ def _archive_together(spark: SparkSession, project_dir: Path, tables: list[Sourc
 def remote_counts(spark: SparkSession, name: str, before: int | None) -> tuple[int, int, int]:
     """Appends, records and malformed records the archive `name` got since its Delta version
     `before` (None: it did not exist): what a Spark Connect server's worker archived, whose
-    counters this process never sees. Each micro-batch that wrote is one append (the archive
-    has no other writer); the records are counted at both versions (two queries, Delta
-    answers a plain count from its statistics; the malformed ones read `_kafka_error`)."""
+    counters this process never sees. Each micro-batch that wrote is one `WRITE` commit in the
+    table's history (the archive has no other writer; its creation is a commit of its own);
+    the records are counted at both versions (two queries, Delta answers a plain count from
+    its statistics; the malformed ones read `_kafka_error`)."""
     after = latest_version(spark, name)
     if after is None:
         return 0, 0, 0
+    appends = (spark.sql(f"DESCRIBE HISTORY {quote(name)}")
+               .where((F.col("version") > (-1 if before is None else before))
+                      & (F.col("operation") == "WRITE")).count())
 
     def counted(version: int | None) -> tuple[int, int]:
         if version is None:
@@ -295,7 +299,7 @@ def remote_counts(spark: SparkSession, name: str, before: int | None) -> tuple[i
         return int(row[0]), int(row[1])
 
     (rows0, bad0), (rows1, bad1) = counted(before), counted(after)
-    return after - (-1 if before is None else before), rows1 - rows0, bad1 - bad0
+    return appends, rows1 - rows0, bad1 - bad0
 
 
 def _run_queries(spark: SparkSession, project_dir: Path, tables: list[SourceTable],
