@@ -192,6 +192,9 @@ CONNECT_CONF = {
     "spark.ui.enabled": "false",
     "spark.databricks.delta.snapshotPartitions": "2",
     "spark.sql.sources.partitionOverwriteMode": "dynamic",
+    # `_SUCCESS` markers over Connect: the server creates them (`copyFromLocalToFs`), on its
+    # local file system only when allowed (docs/deploy.md, "Spark Connect")
+    "spark.sql.artifact.copyFromLocalToFs.allowDestLocal": "true",
 }
 
 

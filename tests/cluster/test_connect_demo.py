@@ -4,16 +4,18 @@ per session from pyspark's own jars with Delta's extension and catalog (tests/sp
 Batch: the server gets the `local` reference run's sources and commit log (copies of its
 Delta folders, registered as tables: `sqlflow demo generate` cannot run over Connect, see
 below), `sqlflow --target connect run --mode batch` builds the staging and `dwd` models on the
-server, and every model and quarantine table equals the reference's, row for row (the routed
-group is still refused, see below). Stream: `run --mode stream --trigger available-now
---full-refresh` of the same models rebuilds them from new queries whose micro-batches the
-server's Python worker runs (`runtime/incremental/remote.py`; `dwd_ad_clicks_attributed` on
-the `stateful` strategy), and every table equals the reference's again (stream/batch
-equivalence, over Connect).
+server, and every model and quarantine table equals the reference's, row for row. Stream:
+`run --mode stream --trigger available-now --full-refresh` of the same models rebuilds them
+from new queries whose micro-batches the server's Python worker runs
+(`runtime/incremental/remote.py`; `dwd_ad_clicks_attributed` on the `stateful` strategy), and
+every table equals the reference's again (stream/batch equivalence, over Connect); so does the
+routed group's stream run (`routing.RemoteRouteBatch`), its `_SUCCESS` markers created by the
+server. A Kafka source's archive query (`archive.Append`, pickled to the worker) archives over
+Connect what it archives locally.
 
 What cannot run over Connect with pyspark 4.2 is refused before any work, with the reason and
-the alternative (docs/deploy.md, "Spark Connect"): interval triggers (the stream service),
-routed groups and the demo generator.
+the alternative (docs/deploy.md, "Spark Connect"): interval triggers (the stream service) and
+the demo generator.
 """
 
 from __future__ import annotations
@@ -22,17 +24,18 @@ import os
 import shutil
 import subprocess
 import sys
+from datetime import datetime
 from pathlib import Path
 
 import pytest
 import yaml
 
-from cluster.demo_runs import DEMO, SQLFLOW, assert_same_tables, copy_project, sqlflow
+from cluster.demo_runs import DEMO, SQLFLOW, assert_same_tables, copy_project, sqlflow, tables
 
 pytestmark = pytest.mark.spark
-# the demo's routed group writes `_SUCCESS` markers: refused over Connect (docs/deploy.md)
-ROUTED = ("ue_ad", "ue_game", "ue_live", "ue_main", "ue_manga", "ue_music",
-          "user_events_by_department__quarantine")
+# the demo's routed group, its targets and its quarantine table (a test of their own)
+GROUP = "user_events_by_department"
+ROUTED = ("ue_ad", "ue_game", "ue_live", "ue_main", "ue_manga", "ue_music", f"{GROUP}__quarantine")
 
 STATEFUL_MODEL = "dwd_ad_clicks_attributed"
 
@@ -105,9 +108,37 @@ def test_connect_stream_equals_local(spark, local_run, connect_server, connect_s
                        skip=ROUTED)
 
 
+def test_connect_routed_stream_equals_local(spark, local_run, connect_server, connect_sources,
+                                           connect_project):
+    """The routed group (six targets, its UDF, `_SUCCESS` markers on: the default) as an
+    `available-now` query whose micro-batches the server's Python worker runs
+    (`routing.RemoteRouteBatch`), after its parent `stg_user_events` rebuilt by a query of its
+    own: the targets and the quarantine table equal the reference's backfill, and every
+    target has its `_SUCCESS` markers in the same partition directories as the reference's
+    (created by the server, `copyFromLocalToFs`: the worker's for hours a batch closed, the
+    client's for the end-of-input flush)."""
+    project, env = connect_project
+    out = sqlflow(project, env, "--target", "connect", "run", "--mode", "stream", "--trigger",
+                  "available-now", "--full-refresh", "--select", "stg_user_events",
+                  "--select", "path:models/routed", timeout=1200)
+    assert f"{GROUP} batch 0: in (not counted)" in out, out[-2000:]
+    assert f"{GROUP} end of input" in out, out[-2000:]
+    warehouse = connect_server.state / "warehouse"
+    others = tuple(n.split(".")[-1] for n in tables(local_run)
+                   if n.split(".")[-1] not in (*ROUTED, "stg_user_events", "stg_user_events__quarantine"))
+    assert_same_tables(spark, warehouse, local_run, databases=("dw",), skip=others)
+    for target in ROUTED[:-1]:
+        want = _markers(local_run / ".sqlflow" / "warehouse" / "dw.db" / target)
+        assert want and _markers(warehouse / "dw.db" / target) == want, target
+
+
+def _markers(table: Path) -> set[str]:
+    """The partition directories of `table` that hold a `_SUCCESS` marker."""
+    return {str(p.parent.relative_to(table)) for p in table.rglob("_SUCCESS")}
+
+
 @pytest.mark.parametrize("command", [
     ["run", "--mode", "stream", "--trigger", "10 seconds", "--select", "path:models/staging"],
-    ["run", "--mode", "batch", "--select", "path:models/routed"],
     ["demo", "generate", *DEMO],
 ])
 def test_what_cannot_run_over_connect_says_why_and_what_instead(connect_server, tmp_path, command):
@@ -142,3 +173,61 @@ def test_dbt_run_over_connect_calls_the_udfs(spark, local_run, connect_server, c
     got = spark.read.format("delta").load(str(built)).select(*want.columns)
     assert (want.exceptAll(got).collect(), got.exceptAll(want).collect()) == ([], [])
     assert want.count() > 0
+
+
+ARCHIVE = r"""
+import sys
+from pathlib import Path
+from pyspark.sql import SparkSession
+from sqlflow.project.load import load_project
+from sqlflow.runtime.kafka import archive as A
+
+url, root, schema, records = sys.argv[1:5]
+spark = SparkSession.builder.remote(url).getOrCreate()
+A.reader = lambda spark, table, servers, starting=None: spark.readStream.format("delta").load(records)
+done = A.archive(spark, Path(root), [load_project(Path(root)).source(schema, "clicks")], "unused:9092")
+print("ARCHIVED", done[0].batches, done[0].rows, done[0].malformed)
+spark.stop()
+"""
+
+RECORDS = [
+    (b'{"req_id": "r1", "ad_id": 7, "click_ts": "2025-11-24T15:59:58.123456Z"}', 0),
+    (b"{not json", 1),
+    (b'{"req_id": "r3", "ad_id": "seven", "click_ts": "2025-11-24T15:59:59Z"}', 2),
+    (b"\xff\xfe binary", 3),
+    (b'{"req_id": "' + b"r5" * 200 + b'", "ad_id": 1, "click_ts": "2025-11-24T15:59:59Z"}', 4),
+    (b'{"req_id": "r6", "ad_id": 8}', 5),
+]
+
+
+def test_connect_kafka_archive_equals_local(spark, connect_server, tmp_path, monkeypatch):
+    """A Kafka source's archive query over Connect (`archive.archive`, its `Append` pickled to
+    the server's Python worker, the counts read from the archive's Delta versions) archives
+    what the same function archives in this process, row for row, with the same counts of
+    batches, records and malformed records. Smallest setup, no broker: both read the same
+    records, with the columns of Spark's Kafka source, from a Delta table (the query's
+    source is the only thing replaced; tests/kafka_io covers the connector with a broker)."""
+    from kafka_io.kafkakit import kafka_project
+    from sqlflow.runtime.kafka import archive as A
+
+    here, table = kafka_project(tmp_path / "local")
+    there = shutil.copytree(here, tmp_path / "connect", ignore=shutil.ignore_patterns(".sqlflow"))
+    records = str(tmp_path / "records")
+    rows = [(None, value, table.kafka.topic, 0, offset, datetime(2025, 11, 24, 16, 0, 0, offset * 1000), 0)
+            for value, offset in RECORDS]
+    (spark.createDataFrame(rows, "key binary, value binary, topic string, partition int, offset bigint, "
+                                 "timestamp timestamp, timestampType int")
+     .repartition(2).write.format("delta").save(records))
+    monkeypatch.setattr(A, "reader", lambda s, t, servers, starting=None:
+                        s.readStream.format("delta").load(records))
+    want = A.archive(spark, here, [table], "unused:9092")[0]
+    done = subprocess.run([sys.executable, "-c", ARCHIVE, connect_server.url, str(there), table.schema,
+                           records], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert f"ARCHIVED {want.batches} {want.rows} {want.malformed}" in done.stdout, done.stdout[-2000:]
+    assert (want.rows, want.malformed) == (6, 4)
+    mine = spark.table(A.archive_table(table))
+    theirs = spark.read.format("delta").load(
+        str(connect_server.state / "warehouse" / f"{table.schema}.db" / table.identifier))
+    theirs = theirs.select(*mine.columns)
+    assert (mine.exceptAll(theirs).collect(), theirs.exceptAll(mine).collect()) == ([], [])

@@ -83,9 +83,14 @@ def test_a_stream_run_with_no_broker_says_where_it_looked(tmp_path, monkeypatch)
                 "\"{{ env_var('KAFKA_ADDR') }}\", spark.sqlflow.kafka.retries: \"1\", "
                 "spark.sqlflow.kafka.retry_backoff: \"100 ms\"}}\n")
     monkeypatch.setenv("KAFKA_ADDR", address)
-    root = make_project(tmp_path, yml={"models/sources.yml": YML}, profiles_yml=profiles,
+    group = "              alignment_group: ads\n              max_skew: 30 minutes\n"
+    twin = YML.split("      - name: clicks\n")[1].replace("topic: ad_click", "topic: ad_click2")
+    yml = YML.replace("max_value_bytes: 64KB\n", "max_value_bytes: 64KB\n" + group) \
+        + "      - name: clicks2\n" + twin.replace("max_value_bytes: 64KB\n", "max_value_bytes: 64KB\n" + group)
+    root = make_project(tmp_path, yml={"models/sources.yml": yml}, profiles_yml=profiles,
                         models={"stg.sql": "{{ config(materialized='streaming_table') }}\n"
-                                           "select req_id, click_ts from {{ source('ods', 'clicks') }}"})
+                                           "select req_id, click_ts from {{ source('ods', 'clicks') }}\n"
+                                           "union all select req_id, click_ts from {{ source('ods', 'clicks2') }}"})
     ctx = Context.discover(root)
     plans = list(compile_project(root, mode="stream", target=ctx.target).plans.values())
     out = Console(record=True, width=200)
@@ -141,7 +146,10 @@ def test_reset_offsets_is_for_stream_runs_and_kafka_sources(tmp_path) -> None:
     assert wrong.exit_code == 2 and "'oldest' is not one of 'earliest', 'latest'" in wrong.output
 
 
-def test_a_stream_run_over_kafka_sources_is_refused_over_spark_connect(tmp_path) -> None:
+def test_an_alignment_group_over_kafka_is_refused_over_spark_connect(tmp_path) -> None:
+    """Two sources of one alignment group are held against each other in this process: over
+    Connect their archive queries' batches would run in the server's workers (a lone Kafka
+    source archives there: tests/cluster/test_connect_demo.py)."""
     from rich.console import Console
 
     from sqlflow.compiler import compile_project
@@ -151,12 +159,17 @@ def test_a_stream_run_over_kafka_sources_is_refused_over_spark_connect(tmp_path)
     profiles = ("sqlflow:\n  target: c\n  outputs:\n    c:\n      {type: spark, method: session, "
                 "host: NA, schema: dw, server_side_parameters: {spark.remote: 'sc://127.0.0.1:1', "
                 "spark.sqlflow.kafka.bootstrap.servers: '127.0.0.1:1'}}\n")
-    root = make_project(tmp_path, yml={"models/sources.yml": YML}, profiles_yml=profiles,
+    group = "              alignment_group: ads\n              max_skew: 30 minutes\n"
+    twin = YML.split("      - name: clicks\n")[1].replace("topic: ad_click", "topic: ad_click2")
+    yml = YML.replace("max_value_bytes: 64KB\n", "max_value_bytes: 64KB\n" + group) \
+        + "      - name: clicks2\n" + twin.replace("max_value_bytes: 64KB\n", "max_value_bytes: 64KB\n" + group)
+    root = make_project(tmp_path, yml={"models/sources.yml": yml}, profiles_yml=profiles,
                         models={"stg.sql": "{{ config(materialized='streaming_table') }}\n"
-                                           "select req_id, click_ts from {{ source('ods', 'clicks') }}"})
+                                           "select req_id, click_ts from {{ source('ods', 'clicks') }}\n"
+                                           "union all select req_id, click_ts from {{ source('ods', 'clicks2') }}"})
     ctx = Context.discover(root)
     plans = list(compile_project(root, mode="stream", target=ctx.target).plans.values())
     with pytest.raises(SqlflowError) as err:
         archive_topics(ctx, plans, Console())
     assert "`kafka` cannot run over Spark Connect" in str(err.value)
-    assert "archive query" in str(err.value) and not ctx.has_spark
+    assert "alignment group" in str(err.value) and not ctx.has_spark

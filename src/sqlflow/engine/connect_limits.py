@@ -3,19 +3,21 @@
 A Connect client has no JVM and no SparkContext: it sends plans to the server and gets rows
 back. A batch run works over Connect: the Delta log reader asks Spark when it has no JVM
 (docs/design.md §3, `runtime/delta/deltalog.py`) and the UDFs are pickled to the server. So
-does an `available-now` stream run of `incremental` and `stateful` models: the server runs
-each micro-batch in a Python worker of its own, with a picklable function that rebuilds what it
-needs there (`runtime/incremental/remote.py`), and this process reads the progress from the
-query and the commit log. What still cannot run (docs/deploy.md, "Spark Connect"):
+does an `available-now` stream run of `incremental` and `stateful` models, of routed groups
+and of the Kafka sources' archive queries: the server runs each micro-batch in a Python worker
+of its own, with a picklable function that rebuilds what it needs there
+(`runtime/incremental/remote.py`, `routing.RemoteRouteBatch`, `kafka.archive.Append`), and
+this process reads the progress from the query, the commit log and the archive's Delta
+versions. A routed group's `_SUCCESS` markers are created by the server
+(`markers.touch`: `copyFromLocalToFs`). What still cannot run (docs/deploy.md, "Spark Connect"):
 
 - an interval trigger (the stream service): its restart policy, `sqlflow ctl`, the metrics and
   the idle-timeout padding act on the micro-batch function in this process, which over
   Connect never sees a batch;
-- routed groups in stream mode: their micro-batch function is not made picklable yet (in
-  batch mode a group runs over Connect, when it writes no markers);
-- `_SUCCESS` and ready markers are files written through the driver's Hadoop FileSystem
-  (routed groups with `success_marker`, the default; `sqlflow demo generate`;
-  `sqlflow mark-ready`).
+- Kafka sources of one alignment group: the `Aligner` that holds their queries against each
+  other lives in one process, and over Connect each query's batches run in a worker of their own;
+- `sqlflow demo generate`: it deletes stale ready markers and lists them, which a Connect
+  client cannot do (it can only have the server create a file).
 
 The client encodes each expression as nested protobuf messages it can decode only about 50
 calls deep, so sqlflow builds its own expressions flat (`runtime/delta/partition_path.py`);
@@ -33,21 +35,16 @@ LIMITS = {
                 "metrics and idle-timeout padding act on the micro-batch functions in this "
                 "process, while over Connect the server's Python worker runs every micro-batch "
                 "(run `--trigger available-now` over Connect)",
-    "markers": "a routed group's `_SUCCESS` markers are files written through the driver's Hadoop "
-               "FileSystem, which a Connect client does not have (set `success_marker: false` in "
-               "the group's `routing` config to run it over Connect)",
-    "routed": "a routed group's stream micro-batch function holds this process's session and is "
-              "not made picklable for the server's Python worker yet (its batch run works over "
-              "Connect with `success_marker: false`); deselect the group (`--select` the other "
-              "models)",
     "nesting": "the model's query builds a Spark expression nested deeper than the Connect "
                "client's protobuf decoder accepts (`DecodeError` parsing 'spark.connect.Expression': "
                "about 50 nested calls, pyspark 4.2)",
-    "generate": "the demo's ready markers are files written through the driver's Hadoop "
-                "FileSystem, which a Connect client does not have",
-    "kafka": "a Kafka source's archive query (its micro-batch function holds this process's "
-             "session, source control and journal) is not made picklable for the server's Python "
-             "worker yet; its models' batch runs over the archive work over Connect",
+    "generate": "the demo generator deletes stale ready markers and lists them through the "
+                "driver's Hadoop FileSystem; a Connect client can only have the server create a "
+                "file (`copyFromLocalToFs`), neither delete nor list one",
+    "kafka": "the archive queries of one Kafka alignment group are held against each other by "
+             "one object in this process, while over Connect each query's micro-batches run in "
+             "a Python worker of the server's own; archive the group's sources without "
+             "`alignment_group` over Connect, or in one process",
 }
 
 ALTERNATIVE = ("run sqlflow as the Spark driver instead: the `cluster` target (a standalone, YARN "

@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import threading
 import time
+from collections import Counter
 from collections.abc import Sequence
 from datetime import date
 from typing import Any, cast
@@ -166,7 +167,9 @@ def archive_topics(ctx: Context, plans: Sequence[Plan], out: Console, *,
                                 "that names a Kafka cluster (`--target kafka`)")
     if not servers or not tables:
         return None
-    refuse_over_connect(ctx.target, "kafka")
+    groups = Counter(t.kafka.alignment_group for t in tables if t.kafka and t.kafka.alignment_group)
+    if any(n > 1 for n in groups.values()):  # held against each other in this process
+        refuse_over_connect(ctx.target, "kafka")
     retry = Retry.of(ctx.target.server_side_parameters)
     for attempt in range(retry.retries + 1):
         if retry.reachable(servers):

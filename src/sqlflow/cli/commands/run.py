@@ -69,7 +69,6 @@ def run_cmd(mode: Mode, trigger: str | None, start, end, select: tuple[str, ...]
     stops every query, and the exit code is 1 if any model ended failed.
     """
     from sqlflow.engine.connect_limits import refuse_over_connect
-    from sqlflow.planning.plan import RoutedPlan
     from sqlflow.project.runmode import AVAILABLE_NOW
     from sqlflow.workflows.run import plans_for_run, run_batch_plans, run_stream_plans
 
@@ -86,10 +85,7 @@ def run_cmd(mode: Mode, trigger: str | None, start, end, select: tuple[str, ...]
     plans = plans_for_run(ctx, mode, err_console, select=select, vars=parse_vars(vars_text),
                           exclude=exclude, adopt_dbt_tables=adopt_dbt_tables)
     for plan in plans:  # docs/deploy.md, "Spark Connect": what cannot run there
-        if isinstance(plan, RoutedPlan):
-            if plan.mode == "stream" or plan.commit.success_marker:
-                refuse_over_connect(ctx.target, "routed" if plan.mode == "stream" else "markers")
-        elif plan.mode == "stream" and (trigger or plan.trigger) != AVAILABLE_NOW:
+        if plan.mode == "stream" and (trigger or getattr(plan, "trigger", AVAILABLE_NOW)) != AVAILABLE_NOW:
             refuse_over_connect(ctx.target, "interval")
     if mode == "stream":
         try:

@@ -7,10 +7,16 @@ schedulers that look for files. Delta ignores files whose
 names start with `_`, and VACUUM keeps them, so a marker never shows up as data.
 
 Paths go through Hadoop's FileSystem API, so the same code marks tables on a local disk,
-HDFS or an object store.
+HDFS or an object store. Over Spark Connect this process has no FileSystem: `touch` has the
+server create a marker (`copyFromLocalToFs`, docs/deploy.md "Spark Connect"); listing and
+deleting markers cannot be done there.
 """
 
 from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+from urllib.parse import urlparse
 
 from sqlflow.errors import SqlflowError
 from sqlflow.runtime.delta.deltalog import describe
@@ -42,6 +48,58 @@ def _fs(spark, path: str):
     return hpath.getFileSystem(spark._jsc.hadoopConfiguration()), hpath
 
 
+def touch(spark, path: str) -> None:
+    """Create the empty file `path`, replacing one that is there. Classic session: the
+    driver's Hadoop FileSystem. Spark Connect (no JVM here, nor in the server's Python worker,
+    a Connect client too): the server copies an empty file of this machine to `path`
+    (`SparkSession.copyFromLocalToFs`, pyspark >= 3.5), which takes a path on the server's
+    default file system only, and a local one only when the server allows it
+    (`spark.sql.artifact.copyFromLocalToFs.allowDestLocal`)."""
+    jvm = getattr(spark, "_jvm", None)
+    if jvm is not None:
+        hpath = jvm.org.apache.hadoop.fs.Path(path)
+        hpath.getFileSystem(spark._jsc.hadoopConfiguration()).create(hpath, True).close()
+        return
+    dest = server_path(path, spark.conf.get("spark.hadoop.fs.defaultFS", None) or "file:///")
+    with tempfile.TemporaryDirectory(prefix="sqlflow-marker-") as folder:
+        empty = Path(folder) / READY_MARKER
+        empty.touch()
+        try:
+            spark.copyFromLocalToFs(str(empty), dest)
+        except Exception as exc:  # the server's refusal of a local destination
+            if "local file system destination path is not supported" not in str(exc):
+                raise
+            raise SqlflowError(
+                f"the Spark Connect server does not let clients create files on its local file "
+                f"system, so the marker {path} cannot be written",
+                hint="start the server with `--conf spark.sql.artifact.copyFromLocalToFs."
+                     "allowDestLocal=true` (docs/deploy.md, \"Spark Connect\"), or turn the "
+                     "markers off") from None
+
+
+def server_path(path: str, default_fs: str) -> str:
+    """`path` as `copyFromLocalToFs` takes it: without scheme, on the server's default file
+    system `default_fs`; a path on another file system is refused.
+
+    >>> server_path("file:/w/dw.db/t/dt=d/_SUCCESS", "file:///")
+    '/w/dw.db/t/dt=d/_SUCCESS'
+    >>> server_path("hdfs://nn:8020/w/t/_SUCCESS", "hdfs://nn:8020")
+    '/w/t/_SUCCESS'
+    >>> server_path("s3a://b/w/t/_SUCCESS", "hdfs://nn:8020")
+    Traceback (most recent call last):
+    ...
+    sqlflow.errors.SqlflowError: error: the marker s3a://b/w/t/_SUCCESS is not on the Spark Connect server's default file system (hdfs://nn:8020): ...
+    """
+    url, default = urlparse(path), urlparse(default_fs)
+    if (url.scheme or "file") == (default.scheme or "file") and url.netloc == default.netloc:
+        return url.path
+    raise SqlflowError(
+        f"the marker {path} is not on the Spark Connect server's default file system "
+        f"({default_fs}): over Connect a file is created only there (`copyFromLocalToFs`)",
+        hint="set the server's `spark.hadoop.fs.defaultFS` to the tables' file system, run as "
+             "the Spark driver (the `cluster` target, docs/deploy.md), or turn the markers off")
+
+
 def partition_dir(location: str, column: str, value: str) -> str:
     """The directory of one partition: `<location>/<column>=<value>` (Hive layout, the value
     escaped as Spark names the directory; `*` stays a glob)."""
@@ -55,8 +113,7 @@ def partition_dir(location: str, column: str, value: str) -> str:
 def mark_ready(spark, location: str, column: str, value: str) -> str:
     """Write the ready marker of partition `column=value` of the table at `location`; returns its path."""
     path = f"{partition_dir(location, column, value)}/{READY_MARKER}"
-    fs, hpath = _fs(spark, path)
-    fs.create(hpath, True).close()
+    touch(spark, path)
     return path
 
 

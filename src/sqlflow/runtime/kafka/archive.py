@@ -26,16 +26,21 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from itertools import groupby
 from pathlib import Path
+from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from sqlflow.engine.connect_limits import connect_error
 from sqlflow.errors import Location, SqlflowError
+from sqlflow.identifiers import quote_table as quote
 from sqlflow.planning.plan import Sink
 from sqlflow.project.runmode import AVAILABLE_NOW, STATE_DIR
 from sqlflow.project.sources import SourceTable
 from sqlflow.runtime import offsets
 from sqlflow.runtime.delta import once, sinks
+from sqlflow.runtime.delta.deltalog import latest_version
+from sqlflow.runtime.incremental.remote import is_remote
 from sqlflow.runtime.kafka import offset_reset
 from sqlflow.runtime.kafka.pacing import Aligner, Pacer
 from sqlflow.runtime.kafka.payload import archive_rows
@@ -69,17 +74,36 @@ def checkpoint_of(project_dir: Path, table: SourceTable) -> Path:
 
 
 class Append:
-    """The archive query's `foreachBatch`: one journaled append per micro-batch."""
+    """The archive query's `foreachBatch`: one journaled append per micro-batch.
+
+    Picklable for a Spark Connect server, whose Python worker runs the micro-batches
+    (docs/deploy.md, "Spark Connect"): it writes on the batch's session, and pickles its
+    source control (the pacer) but not this process's session. An alignment group's
+    `Aligner` holds the group's queries against each other in one process: such groups are
+    refused over Connect (`connect_limits`). The counts of a worker's batches stay there:
+    over Connect `_archive_together` reads them from the archive (`remote_counts`).
+
+    >>> import pickle
+    >>> a = Append.__new__(Append)
+    >>> a.__dict__.update(spark=object(), aligner=None, rows=3)
+    >>> pickle.loads(pickle.dumps(a)).__dict__
+    {'spark': None, 'aligner': None, 'rows': 3}
+    """
 
     def __init__(self, spark: SparkSession, table: SourceTable, checkpoint: Path,
                  aligner: Aligner | None = None) -> None:
         assert table.kafka is not None
+        checkpoint = checkpoint.resolve()  # the same folder for a Connect server's worker
         self.spark, self.table, self.checkpoint = spark, table, checkpoint
         self.sink = Sink(archive_table(table), "append_once", origin=str(table.location))
         self.journal = once.Journal.open(checkpoint, offsets.next_batch(checkpoint))
         self.pacer = Pacer.of(table.kafka)
         self.aligner = aligner
         self.batches = self.rows = self.malformed = 0
+
+    def __getstate__(self) -> dict[str, Any]:
+        assert self.aligner is None  # an alignment group's queries share one process's Aligner
+        return {**self.__dict__, "spark": None}
 
     def _hold(self, rows: DataFrame) -> int | None:
         """Wait as the source's limits and its group say; returns the batch's newest record
@@ -100,7 +124,7 @@ class Append:
         try:
             newest = self._hold(rows)
             app = f"kafka:{self.table.key}@{query_id(self.checkpoint)}"
-            result = sinks.write(self.spark, self.sink, rows,
+            result = sinks.write(records.sparkSession, self.sink, rows,
                                  batch=sinks.BatchId(app, batch_id, self.journal),
                                  optimize_write=False)
             if not result.skipped:
@@ -202,6 +226,10 @@ def _archive_together(spark: SparkSession, project_dir: Path, tables: list[Sourc
     appends: dict[str, Append] = {}
     starting: dict[str, str] = {}
     notes: dict[str, tuple[str, ...]] = {}
+    over_connect = is_remote(spark)  # the server's worker runs the batches: counted after
+    if over_connect and aligner is not None:
+        raise connect_error("connect", "kafka")
+    before = {t.key: latest_version(spark, archive_table(t)) for t in tables} if over_connect else {}
     for table in tables:
         checkpoint = checkpoint_of(project_dir, table)
         if reset is not None:
@@ -237,12 +265,41 @@ def _archive_together(spark: SparkSession, project_dir: Path, tables: list[Sourc
             if aligner is not None:  # every query of the group starts again
                 for t in tables:
                     aligner.start(t.key, frontier_ms(spark, t))
+    for t in tables if over_connect else ():
+        a = appends[t.key]
+        a.batches, a.rows, a.malformed = remote_counts(spark, archive_table(t), before[t.key])
     return [Archived(t.source_name, t.name, t.kafka.topic if t.kafka else "", a.batches, a.rows,
                      a.malformed, ended.get(t.key, time.monotonic() - began),
                      held_s=a.pacer.held_s + (aligner.held_s.get(t.key, 0.0) if aligner else 0.0),
                      lead_ms=aligner.lead_ms.get(t.key) if aligner else None,
                      reset=notes.get(t.key, ()), restarts=restarts)
             for t in tables for a in [appends[t.key]]]
+
+
+def remote_counts(spark: SparkSession, name: str, before: int | None) -> tuple[int, int, int]:
+    """Appends, records and malformed records the archive `name` got since its Delta version
+    `before` (None: it did not exist): what a Spark Connect server's worker archived, whose
+    counters this process never sees. Each micro-batch that wrote is one `WRITE` commit in the
+    table's history (the archive has no other writer; its creation is a commit of its own);
+    the records are counted at both versions (two queries, Delta answers a plain count from
+    its statistics; the malformed ones read `_kafka_error`)."""
+    after = latest_version(spark, name)
+    if after is None:
+        return 0, 0, 0
+    appends = (spark.sql(f"DESCRIBE HISTORY {quote(name)}")
+               .where((F.col("version") > (-1 if before is None else before))
+                      & (F.col("operation") == "WRITE")).count())
+
+    def counted(version: int | None) -> tuple[int, int]:
+        if version is None:
+            return 0, 0
+        row = spark.sql(f"SELECT count(*), count_if(_kafka_error IS NOT NULL) FROM {quote(name)} "
+                        f"VERSION AS OF {int(version)}").first()
+        assert row is not None  # an aggregate has one row
+        return int(row[0]), int(row[1])
+
+    (rows0, bad0), (rows1, bad1) = counted(before), counted(after)
+    return appends, rows1 - rows0, bad1 - bad0
 
 
 def _run_queries(spark: SparkSession, project_dir: Path, tables: list[SourceTable],

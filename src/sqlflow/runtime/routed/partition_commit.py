@@ -40,7 +40,7 @@ from pyspark.sql import functions as F
 
 from sqlflow.errors import SqlflowError
 from sqlflow.planning.plan import RoutedPlan
-from sqlflow.runtime.delta import commitlog, deltalog, partition_path
+from sqlflow.runtime.delta import commitlog, deltalog, markers, partition_path
 from sqlflow.runtime.delta.commitlog import Entry
 from sqlflow.runtime.delta.sinks import BatchId
 
@@ -166,11 +166,4 @@ def write_marker(spark: SparkSession, table: str, spec: str) -> None:
         found = deltalog.describe(spark, table).location
         assert found is not None  # a written Delta table has a location
         _LOCATIONS[table] = found
-    jvm = getattr(spark, "_jvm", None)
-    if jvm is None:  # Spark Connect: no Hadoop FileSystem in this process (docs/deploy.md)
-        from sqlflow.engine.connect_limits import connect_error
-
-        raise connect_error("connect", "markers")
-    path = jvm.org.apache.hadoop.fs.Path(f"{partition_path.directory(_LOCATIONS[table], spec)}/_SUCCESS")
-    fs = path.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())
-    fs.create(path, True).close()
+    markers.touch(spark, f"{partition_path.directory(_LOCATIONS[table], spec)}/_SUCCESS")

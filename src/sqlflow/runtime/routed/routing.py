@@ -37,10 +37,12 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
+from typing import Any
 
 from pyspark.errors import AnalysisException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql.streaming import StreamingQuery
 
 from sqlflow.engine.context import Context
 from sqlflow.errors import Location, SqlflowError
@@ -55,6 +57,7 @@ from sqlflow.runtime.delta import commitlog, once, sink_truth
 from sqlflow.runtime.delta.deltalog import latest_version
 from sqlflow.runtime.delta.sinks import BatchId, WriteResult, write
 from sqlflow.runtime.env_errors import written_paths
+from sqlflow.runtime.incremental import remote
 from sqlflow.runtime.inputs import count_quarantine, range_predicate, read, write_quarantine
 from sqlflow.runtime.ownership import quarantine_sink
 from sqlflow.runtime.query import (
@@ -109,7 +112,7 @@ class RouteReport:
 
     group: str
     batch_id: int | None
-    rows_in: int
+    rows_in: int | None  # None: not counted (a batch a Spark Connect server's worker ran)
     quarantined: int
     targets: tuple[TargetWrite, ...]
     committed: tuple[str, ...]
@@ -133,7 +136,8 @@ class RouteReport:
         parts = sum(len(t.partitions) for t in self.targets)
         head = f"{self.group} " + (f"batch {self.batch_id}" if self.batch_id is not None else "backfill")
         dirty = "".join(f"; DIRTY {p}: {r}" for p, r in self.dirty)
-        return (f"{head}: in {self.rows_in:,}; out {self.rows_out:,} to {len(self.targets)} "
+        seen = "(not counted)" if self.rows_in is None else f"{self.rows_in:,}"
+        return (f"{head}: in {seen}; out {self.rows_out:,} to {len(self.targets)} "
                 f"targets, {files} files in {parts} partitions; quarantined {self.quarantined:,}"
                 f"{note}{dirty} ({self.seconds:.1f}s)")
 
@@ -253,9 +257,10 @@ class RouteBatch(BatchFunction):
     """The `foreachBatch` function of a routed group's query.
 
     `between_targets(k, batch_id)` is called after target k's write (hook for progress and
-    crash tests); `on_batch` gets each RouteReport."""
+    crash tests); `on_batch` gets each RouteReport. `ctx` is None in a Spark Connect server's
+    Python worker (`RemoteRouteBatch`), which runs batches only, never the flush."""
 
-    def __init__(self, ctx: Context, plan: RoutedPlan, app_id: Callable[[], str],
+    def __init__(self, ctx: Context | None, plan: RoutedPlan, app_id: Callable[[], str],
                  on_batch: Callable[[RouteReport], None] | None = None,
                  between_targets: Callable[[int, int], None] | None = None,
                  checkpoint: Path | None = None):
@@ -345,6 +350,7 @@ class RouteBatch(BatchFunction):
         is not committed yet, as if the watermark had passed; None when the query never ran a
         batch. Called by `run_routed_stream` (and `sqlflow run --mode stream`) after an
         `available-now` query stopped by itself, never for a continuous one."""
+        assert self.ctx is not None  # the flush runs in the process that started the query
         spark, plan = self.ctx.spark, self.plan
         if not spark.catalog.tableExists(progress_table(plan)):
             return None
@@ -363,6 +369,74 @@ class RouteBatch(BatchFunction):
         self.reports.append(report)
         if self.on_batch:
             self.on_batch(report)
+
+
+class RemoteRouteBatch:
+    """The picklable `foreachBatch` function of a routed group's query over Spark Connect:
+    plain data only (the plan, the checkpoint path); it builds its `RouteBatch` in the
+    server's Python worker at the first batch, on the batch's session (as
+    `sqlflow.runtime.incremental.remote.RemoteMicroBatch` does for a model). The query's
+    journal was opened by the client's `RouteBatch` before the query started; the worker's
+    opens the same folder (docs/deploy.md, "Spark Connect").
+
+    >>> import pickle
+    >>> pickle.loads(pickle.dumps(RemoteRouteBatch(None, "/tmp/ck"))).checkpoint
+    '/tmp/ck'
+    """
+
+    def __init__(self, plan: RoutedPlan | None, checkpoint: str):
+        self.plan, self.checkpoint = plan, checkpoint
+        self._fn: RouteBatch | None = None  # built in the server's worker, never pickled
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "_fn": None}
+
+    def __call__(self, df: DataFrame, batch_id: int) -> None:
+        if self._fn is None:
+            assert self.plan is not None  # a query's function carries its plan
+            checkpoint = Path(self.checkpoint)
+            self._fn = RouteBatch(None, self.plan, app_id(self.plan.model, checkpoint),
+                                  checkpoint=checkpoint)
+        self._fn(df, batch_id)
+
+
+def remote_reports(spark: SparkSession, query: StreamingQuery, plan: RoutedPlan,
+                   app: str) -> list[RouteReport]:
+    """What a Connect server's micro-batches of the group did, one report per batch of this
+    run: batch ids and seconds from the query's progress; rows per target, committed, notified
+    and dirty hours from the commit log; quarantined rows from the group's quarantine table
+    (its `origin` names the batch). Input rows are not counted (pyspark 4.2 reports 0 for
+    a batch a Connect worker reads: `remote.rows_in`)."""
+    batches = remote.progress(query)
+    ids = [p.batchId for p in batches]
+    if not ids or not spark.catalog.tableExists(COMMIT_LOG):
+        return []
+    tables = {t.sink.table.lower(): t for t in plan.targets}
+    log = (spark.table(COMMIT_LOG).where((F.col("run_id") == app) & F.col("batch_id").isin(ids))
+           .select("table", "partition", "kind", "batch_id", "rows", "reason").collect())
+    notified = {r["partition"] for r in spark.table(COMMIT_LOG).where(
+        (F.col("table") == PC.notify_table(plan)) & (F.col("run_id") == app)
+        & (F.col("reason") == PC.NOTIFIED)).select("partition").collect()}
+    quarantined: dict[int, int] = {}
+    if spark.catalog.tableExists(plan.quarantine):
+        origins = {f"batch {i}": i for i in ids}
+        for r in (spark.table(plan.quarantine).where(F.col("origin").isin(list(origins)))
+                  .groupBy("origin").count().collect()):
+            quarantined[origins[r["origin"]]] = r["count"]
+    out = []
+    for p in batches:
+        mine = [r for r in log if r["batch_id"] == p.batchId]
+        targets = tuple(TargetWrite(t.model, t.sink.table,
+                                    sum(r["rows"] or 0 for r in mine if r["kind"] == "write"
+                                        and r["table"].lower() == name), ())
+                        for name, t in tables.items())
+        committed = tuple(sorted({r["partition"] for r in mine if r["kind"] == "commit"
+                                  and r["table"].lower() in tables}))
+        dirty = tuple(sorted({(r["partition"], r["reason"]) for r in mine if r["kind"] == "dirty"}))
+        out.append(RouteReport(plan.model, p.batchId, None, quarantined.get(p.batchId, 0), targets,
+                               committed, tuple(h for h in committed if h in notified),
+                               p.durationMs.get("triggerExecution", 0) / 1000, dirty=dirty))
+    return out
 
 
 DIRTY_REASON = "row written after the hour was committed"
@@ -446,7 +520,10 @@ def start(ctx: Context, plan: RoutedPlan, *, trigger: str = AVAILABLE_NOW,
         reader = reader.option("maxFilesPerTrigger", b.max_files_per_trigger)
     fn = RouteBatch(ctx, plan, app_id(plan.model, checkpoint),
                     on_batch=on_batch, between_targets=between_targets, checkpoint=checkpoint)
-    query = start_query(reader.table(b.relation), fn, name=f"sqlflow_route_{plan.model}",
+    # over Spark Connect the server runs the batches: it gets a picklable function, and `fn`
+    # (here) keeps the flush (docs/deploy.md, "Spark Connect")
+    batches = RemoteRouteBatch(plan, str(checkpoint.resolve())) if remote.is_remote(spark) else fn
+    query = start_query(reader.table(b.relation), batches, name=f"sqlflow_route_{plan.model}",
                         checkpoint=checkpoint, trigger=trigger)
     return query, fn
 
@@ -471,6 +548,9 @@ def run_routed_stream(ctx: Context, plan: RoutedPlan, *, trigger: str = AVAILABL
         raise query_failed(f"routed group `{plan.model}`", plan.path, fn.error, exc,
                            rebuild=rebuild_command(plan),
                            written=written_paths(ctx, plan)) from exc
+    if remote.is_remote(ctx.spark):  # the server's batches: read from the query and the commit log
+        for report in remote_reports(ctx.spark, query, plan, fn.app_id()):
+            fn._report(report)
     if trigger == AVAILABLE_NOW and end_of_input:
         fn.flush()
     return fn.reports
