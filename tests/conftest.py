@@ -67,7 +67,7 @@ def spark(spark_state, tmp_path_factory):
 
 # Test folders whose files share a server started once per session (a Kafka broker, a
 # standalone cluster and a Connect server): under xdist each folder runs on one worker.
-_SHARED_SERVER_GROUPS = {"kafka_io": "kafka", "cluster": "cluster", "test_cluster_target.py": "cluster"}
+_SHARED_SERVER_GROUPS = {"kafka_io": "kafka", "cluster": "cluster"}
 # the slowest groups, started first so no worker is left with one of them at the end
 _SLOW_FIRST = ("cluster", "kafka", "test_dbt_parity.py", "test_dbt_project_parity.py", "test_dbt_incremental.py",
                "runtime/test_routing.py", "test_demo_data.py")

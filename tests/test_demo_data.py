@@ -112,11 +112,18 @@ def test_bad_arguments_are_user_errors(spark):
 
 # --- determinism ---
 
-SMALL = 3_000  # determinism holds at any size: two small generations, not the fixture's
+SMALL = 3_000  # determinism holds at any size: small generations, not the fixture's
 
 
-def test_same_seed_gives_identical_tables_however_split(spark):
+@pytest.fixture(scope="module")
+def small(spark) -> str:
+    """The ODS schema of one small generation with SEED (its dims in `once_dim`): the
+    reference both determinism tests compare another generation with."""
     generate(spark, rows=SMALL, seed=SEED, days=DAYS, ods_schema="once_ods", dim_schema="once_dim")
+    return "once_ods"
+
+
+def test_same_seed_gives_identical_tables_however_split(spark, small):
     generate(spark, rows=SMALL, seed=SEED, days=DAYS, ods_schema="twin_ods", dim_schema="twin_dim",
              partitions=3)
     for table in ODS_TABLES + DIM_TABLES:
@@ -128,11 +135,10 @@ def test_same_seed_gives_identical_tables_however_split(spark):
         assert spark.table(a).count() > 0
 
 
-def test_different_seed_gives_different_rows(spark):
-    generate(spark, rows=SMALL, seed=SEED, days=DAYS, ods_schema="seed_ods", dim_schema="seed_dim")
+def test_different_seed_gives_different_rows(spark, small):
     generate(spark, rows=SMALL, seed=SEED + 1, days=DAYS, ods_schema="other_ods", dim_schema="other_dim")
     for table in ODS_TABLES:
-        a, b = f"seed_ods.{table}", f"other_ods.{table}"
+        a, b = f"{small}.{table}", f"other_ods.{table}"
         n = spark.table(a).count()
         shared = n - spark.sql(f"SELECT * FROM {a} EXCEPT ALL SELECT * FROM {b}").count()
         assert n > 0 and shared < n * 0.01, f"{table}: {shared} of {n} rows are the same under another seed"

@@ -13,6 +13,7 @@ from functools import reduce
 from pathlib import Path
 
 import pytest
+import yaml
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
@@ -21,11 +22,23 @@ SQLFLOW = [str(Path(sys.executable).with_name("sqlflow"))]  # the console script
 DEMO = ["--rows", "200", "--days", "1", "--seed", "5"]  # small: ~200 impressions, ~400 events
 
 
+# The `local` and `cluster` targets of a copy split work in two (the profile's 4): one task per
+# core of `local[*]` on the test machine and per worker of the session's cluster (1 core
+# each). A setting of speed, not of rows: half the tasks, and half the files a partition of a
+# Delta write gets, for ~600 rows a run.
+SMALL_RUN = {"spark.sql.shuffle.partitions": "2", "spark.default.parallelism": "2"}
+
+
 def copy_project(dest: Path) -> Path:
     dest.mkdir(parents=True)
     for name in ("models", "macros", "udfs", "profiles"):
         shutil.copytree(ROOT / name, dest / name)
     shutil.copy(ROOT / "dbt_project.yml", dest / "dbt_project.yml")
+    profiles = dest / "profiles" / "profiles.yml"
+    doc = yaml.safe_load(profiles.read_text())
+    for name in ("local", "cluster"):
+        doc["sqlflow"]["outputs"][name]["server_side_parameters"].update(SMALL_RUN)
+    profiles.write_text(yaml.safe_dump(doc, sort_keys=False))
     return dest
 
 

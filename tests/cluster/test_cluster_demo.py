@@ -24,6 +24,7 @@ import pytest
 import yaml
 
 from cluster.demo_runs import DEMO, SQLFLOW, assert_same_tables, copy_project, sqlflow
+from spark_servers import WORKERS
 
 pytestmark = pytest.mark.spark
 STATEFUL_MODEL = "dwd_ad_clicks_attributed"
@@ -39,10 +40,25 @@ def cluster_project(tmp_path_factory, standalone_cluster):
     return project, env
 
 
-def test_cluster_batch_equals_local(spark, local_launch, cluster_project):
+def executor_folders(cluster) -> list[set[str]]:
+    """Per worker of the session's cluster, the applications it has run an executor for."""
+    return [{p.name for p in (cluster.state / f"work{i}").glob("app-*")} for i in range(WORKERS)]
+
+
+def test_cluster_batch_equals_local(spark, local_launch, cluster_project, standalone_cluster):
+    """`sqlflow demo` on the cluster equals the local run: Delta tables under the project's
+    own `.sqlflow/` whatever the working folder (the process runs in the project's parent),
+    the routed group's UDF computed on the workers, an executor on each of the two workers."""
     project, env = cluster_project
-    out = sqlflow(project, env, "--target", "cluster", "demo", *DEMO)  # while the reference runs
+    before = executor_folders(standalone_cluster)
+    done = subprocess.run([*SQLFLOW, "--project-dir", str(project), "--target", "cluster", "demo", *DEMO],
+                          env=env, cwd=project.parent, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, f"{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+    out = done.stdout  # (while the reference runs)
     assert "dwd_user_events_enriched" in out and "ue_live" in out, out[-2000:]
+    assert all(now - then for now, then in zip(executor_folders(standalone_cluster), before, strict=True)), \
+        "the run had no executor on one of the workers"
+    assert not (project.parent / ".sqlflow").exists() and not (project.parent / "spark-warehouse").exists()
     assert_same_tables(spark, project, local_launch.project())
 
 
@@ -59,7 +75,7 @@ def test_cluster_stream_equals_local(spark, local_run, cluster_project):
             "--full-refresh")
     assert_same_tables(spark, project, local_run)
     cmd = [*SQLFLOW, "--project-dir", str(project), "--target", "cluster", "run", "--mode", "stream",
-           "--trigger", "2 seconds", "--stop-timeout", "60 seconds"]
+           "--trigger", "30 seconds", "--stop-timeout", "60 seconds"]
     log = project / "service.log"
     with open(log, "w") as out:
         service = subprocess.Popen(cmd, env={**env, "PYTHONUNBUFFERED": "1"}, cwd=project, stdout=out,

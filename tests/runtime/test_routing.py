@@ -189,8 +189,8 @@ def test_stream_with_a_crash_between_targets_equals_the_batch_plan(spark, setup,
     shuffled = rows[:]
     rnd.shuffle(shuffled)
     chunks = []
-    while shuffled:
-        n = rnd.randint(9, 14)
+    while shuffled:  # three chunks (13-16 rows): a first run, the crashed one, one after it
+        n = rnd.randint(13, 16)
         chunks.append(shuffled[:n])
         shuffled = shuffled[n:]
     plan = s.stream_plan  # one micro-batch per run: every run is a restart of the query
