@@ -13,22 +13,28 @@ routed group's stream run (`routing.RemoteRouteBatch`), its `_SUCCESS` markers c
 server. A Kafka source's archive query (`archive.Append`, pickled to the worker) archives over
 Connect what it archives locally.
 
-What cannot run over Connect with pyspark 4.2 is refused before any work, with the reason and
-the alternative (docs/deploy.md, "Spark Connect"): interval triggers (the stream service) and
-the demo generator.
+The stream service (an interval trigger) runs over Connect, supervised from this process
+through the queries' handles: rows appended to a source while it runs reach the sink, SIGTERM
+stops it, and the table equals the reference's. What cannot run over Connect with pyspark 4.2
+is refused before any work, with the reason and the alternative (docs/deploy.md, "Spark
+Connect"): a model whose `idle_timeout` pads under an interval trigger, and the demo generator.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import shutil
+import signal
 import subprocess
 import sys
+import time
 from datetime import datetime
 from pathlib import Path
 
 import pytest
 import yaml
+from pyspark.sql import functions as F
 
 from cluster.demo_runs import DEMO, SQLFLOW, assert_same_tables, copy_project, sqlflow, tables
 
@@ -137,19 +143,105 @@ def _markers(table: Path) -> set[str]:
     return {str(p.parent.relative_to(table)) for p in table.rglob("_SUCCESS")}
 
 
+LIVE = "stg_ad_clicks"  # no idle padding: one staging model, the cheapest service
+
+
+def _batches(log: Path) -> list[int]:
+    """The batch ids the service printed for LIVE (read from the query's progress and the
+    commit log over Connect)."""
+    return [int(n) for n in re.findall(rf"^{LIVE} batch (\d+):", log.read_text(errors="replace"), re.M)]
+
+
+def _wait(what, log: Path, service: subprocess.Popen, seconds: float = 120) -> None:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline and service.poll() is None and not what():
+        time.sleep(0.5)
+    assert what(), f"the service ended or stalled:\n{log.read_text()[-4000:]}"
+
+
+def test_connect_stream_service_equals_local(spark, local_run, connect_server, connect_sources, tmp_path):
+    """`--trigger "2 seconds"` over Connect (the stream service): the clicks source holds the
+    reference's rows of the earlier half of ingest times when the service starts, the rest is
+    appended while it runs and reaches the sink in a later micro-batch (reported from the
+    query's progress and the commit log); SIGTERM exits 0, and the model and its quarantine
+    table equal the reference's backfill, EXCEPT ALL both ways. Its own source schema and
+    target schema on the server (`ods_live`, `dw_live`): the other tests' tables stay as
+    they are."""
+    project = copy_project(tmp_path / "project")
+    sources = project / "models" / "sources.yml"
+    sources.write_text(sources.read_text().replace("    schema: ods\n", "    schema: ods_live\n", 1))
+    profiles = yaml.safe_load((project / "profiles" / "profiles.yml").read_text())
+    profiles["sqlflow"]["outputs"]["connect"]["schema"] = "dw_live"
+    (project / "profiles" / "profiles.yml").write_text(yaml.safe_dump(profiles, sort_keys=False))
+    ref = local_run / ".sqlflow" / "warehouse"
+    clicks = spark.read.format("delta").load(str(ref / "ods.db" / "ods_ad_clicks"))
+    cut = clicks.agg(F.percentile_approx("ingest_ts", 0.5)).collect()[0][0]
+    later = F.col("ingest_ts") > F.lit(cut)
+    path = str(connect_server.state / "inputs" / "ods_live" / "ods_ad_clicks")
+    clicks.where(~F.coalesce(later, F.lit(False))).write.format("delta").save(path)
+    rest = clicks.where(later)
+    assert rest.count() > 0
+    done = subprocess.run([sys.executable, "-c", REGISTER, connect_server.url, f"ods_live.ods_ad_clicks={path}"],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    env = {**os.environ, "SQLFLOW_SPARK_REMOTE": connect_server.url, "PYTHONUNBUFFERED": "1"}
+    log = tmp_path / "service.log"
+    with open(log, "w") as out:
+        service = subprocess.Popen([*SQLFLOW, "--project-dir", str(project), "--target", "connect", "run",
+                                    "--mode", "stream", "--trigger", "2 seconds", "--select", LIVE,
+                                    "--stop-timeout", "60 seconds"],
+                                   env=env, cwd=project, stdout=out, stderr=subprocess.STDOUT)
+    try:
+        # the first half is in (the server starts the query's Python worker first: minutes on a
+        # loaded machine)
+        _wait(lambda: _batches(log), log, service, seconds=400)
+        before = max(_batches(log))
+        rest.write.format("delta").mode("append").save(path)
+        _wait(lambda: max(_batches(log)) > before, log, service, seconds=240)
+        service.send_signal(signal.SIGTERM)
+        assert service.wait(timeout=120) == 0, log.read_text()[-4000:]
+    finally:
+        if service.poll() is None:
+            service.kill()
+            service.wait()
+    text = log.read_text(errors="replace")
+    assert f"{LIVE}: running" in text and re.search(rf"{LIVE} +stream .* stopped ", text), text[-4000:]
+    assert "failed" not in text, text[-4000:]
+    got = connect_server.state / "warehouse" / "dw_live.db"
+    for table in (LIVE, f"{LIVE}__quarantine"):
+        want = spark.read.format("delta").load(str(ref / "dw.db" / table))
+        if table == LIVE:
+            assert want.count() > 0
+        if not (got / table / "_delta_log").is_dir():  # created lazily: nothing quarantined
+            assert want.drop("origin").count() == 0, table
+            continue
+        mine = spark.read.format("delta").load(str(got / table)).select(*want.columns)
+        if "origin" in want.columns:  # where a quarantined row was read differs by mode
+            want, mine = want.drop("origin"), mine.drop("origin")
+        assert (want.exceptAll(mine).collect(), mine.exceptAll(want).collect()) == ([], []), table
+
+
 @pytest.mark.parametrize("command", [
-    ["run", "--mode", "stream", "--trigger", "10 seconds", "--select", "path:models/staging"],
+    ["run", "--mode", "stream", "--trigger", "10 seconds", "--select", "dwd_ad_click_samples"],
     ["demo", "generate", *DEMO],
 ])
 def test_what_cannot_run_over_connect_says_why_and_what_instead(connect_server, tmp_path, command):
+    """The demo generator, and with an interval trigger a model whose `idle_timeout` pads
+    (here the left interval join `dwd_ad_click_samples`, given one): named, at its file."""
     project = copy_project(tmp_path / "project")
+    config = yaml.safe_load((project / "dbt_project.yml").read_text())
+    config["models"]["sqlflow_demo"]["dwd"]["dwd_ad_click_samples"] = {"+idle_timeout": "10 minutes"}
+    (project / "dbt_project.yml").write_text(yaml.safe_dump(config, sort_keys=False))
     env = {**os.environ, "SQLFLOW_SPARK_REMOTE": connect_server.url}
     done = subprocess.run([*SQLFLOW, "--project-dir", str(project), "--target", "connect", *command],
                           env=env, cwd=project, capture_output=True, text=True, timeout=120)
     said = " ".join((done.stdout + done.stderr).split())
     assert done.returncode == 1, said[-2000:]
-    assert "cannot run over Spark Connect (target `connect`)" in said, said[-2000:]
+    assert "over Spark Connect (target `connect`)" in said and "cannot run" in said, said[-2000:]
     assert "`cluster` target" in said and "docs/deploy.md" in said, said[-2000:]
+    if command[0] == "run":
+        assert "model `dwd_ad_click_samples` sets `idle_timeout`" in said, said[-2000:]
+        assert "dwd_ad_click_samples.sql" in said and "--trigger available-now" in said, said[-2000:]
 
 
 @pytest.mark.dbt

@@ -150,6 +150,22 @@ def test_ctl_writes_the_control_file_the_service_polls(tmp_path):
     assert wrong.returncode == 1 and "not a model of the stream service" in wrong.stderr
 
 
+def test_ctl_rate_is_refused_while_the_service_runs_over_spark_connect(tmp_path):
+    """Over Connect the callback that would hold the next batch never runs (docs/deploy.md,
+    "The stream service over Connect"): `ctl rate` says so and writes nothing; pause works."""
+    root = make_project(tmp_path, models=MODELS, yml={"sources.yml": ad_sources_yml("ods")})
+    heartbeat.write(root, [ModelHealth("filtered", "", ""), ModelHealth("clicked", "", "")],
+                    running=True, now=time.time(), connect="connect")
+    said, _ = sqlflow(root, "ctl", "rate", "filtered", "ods.imps", "25")
+    text = " ".join(said.stderr.split())
+    assert said.returncode == 1, text
+    assert "`rate` cannot run over Spark Connect (target `connect`)" in text, text
+    assert "max_files_per_trigger" in text and "`cluster` target" in text, text
+    assert control.read(root).rate("filtered", "ods.imps") is None
+    assert sqlflow(root, "ctl", "pause", "clicked")[0].returncode == 0
+    assert control.read(root).paused == {"clicked"}
+
+
 def test_tables_are_not_cut_to_80_columns_when_output_is_not_a_terminal():
     from rich.table import Table
 

@@ -9,11 +9,18 @@ of its own, with a picklable function that rebuilds what it needs there
 (`runtime/incremental/remote.py`, `routing.RemoteRouteBatch`, `kafka.archive.Append`), and
 this process reads the progress from the query, the commit log and the archive's Delta
 versions. A routed group's `_SUCCESS` markers are created by the server
-(`markers.touch`: `copyFromLocalToFs`). What still cannot run (docs/deploy.md, "Spark Connect"):
+(`markers.touch`: `copyFromLocalToFs`). An interval trigger
+(the stream service) runs over Connect too: this process supervises each query through its
+`StreamingQuery` handle (restarts, `sqlflow ctl pause`/`resume`, SIGTERM) and builds its
+progress and metrics from the query's progress and the commit log once a batch committed
+(`runtime/service.py`). What still cannot run (docs/deploy.md, "Spark Connect"):
 
-- an interval trigger (the stream service): its restart policy, `sqlflow ctl`, the metrics and
-  the idle-timeout padding act on the micro-batch function in this process, which over
-  Connect never sees a batch;
+- with an interval trigger, a model whose `idle_timeout` pads what an idle input holds open
+  (an outer join of two streams, or the `stateful` strategy): the padding step runs in this
+  process and must never run beside a micro-batch, which over Connect runs in the server's
+  worker, where no lock of this process reaches (`refuse_idle_padding`);
+- `sqlflow ctl rate`: it holds the next micro-batch from the callback each batch's report
+  reaches in this process, which over Connect is never called while the query runs;
 - Kafka sources of one alignment group: the `Aligner` that holds their queries against each
   other lives in one process, and over Connect each query's batches run in a worker of their own;
 - `sqlflow demo generate`: it deletes stale ready markers and lists them, which a Connect
@@ -26,15 +33,21 @@ should a model's still be too deep, `nesting_error` says so instead of a traceba
 
 from __future__ import annotations
 
-from sqlflow.errors import SqlflowError
+from collections.abc import Sequence
+
+from sqlflow.errors import Diagnostic, Location, SqlflowError
 from sqlflow.project.profiles import Target
 
 # what cannot run over Connect -> why (the sentence after "because")
 LIMITS = {
-    "interval": "an interval trigger runs the stream service, whose restart policy, `sqlflow ctl`, "
-                "metrics and idle-timeout padding act on the micro-batch functions in this "
-                "process, while over Connect the server's Python worker runs every micro-batch "
-                "(run `--trigger available-now` over Connect)",
+    "idle": "with an interval trigger, `idle_timeout` pads what an idle input holds open in a step "
+            "this process runs between micro-batches, kept apart from them by a lock of this "
+            "process; over Connect the server's Python worker runs every micro-batch, and no lock "
+            "reaches it, so the step could write the sink and the state tables beside a batch",
+    "rate": "`sqlflow ctl rate` holds a model's next micro-batch from the callback each batch's "
+            "report reaches in this process; over Connect the server's Python worker runs the "
+            "batches and that callback is never called while the query runs (cap the read per "
+            "batch with the input's `max_files_per_trigger` instead)",
     "nesting": "the model's query builds a Spark expression nested deeper than the Connect "
                "client's protobuf decoder accepts (`DecodeError` parsing 'spark.connect.Expression': "
                "about 50 nested calls, pyspark 4.2)",
@@ -58,10 +71,10 @@ def refuse_over_connect(target: Target | None, what: str) -> None:
     >>> from sqlflow.project.profiles import Target
     >>> t = Target(name="connect", type="spark", method="session", schema="dw",
     ...            server_side_parameters={"spark.remote": "sc://h:15002"})
-    >>> refuse_over_connect(t, "interval")
+    >>> refuse_over_connect(t, "generate")
     Traceback (most recent call last):
     ...
-    sqlflow.errors.SqlflowError: error: `interval` cannot run over Spark Connect (target `connect`): ...
+    sqlflow.errors.SqlflowError: error: `generate` cannot run over Spark Connect (target `connect`): ...
     """
     if target is not None and target.is_connect and what in LIMITS:
         raise connect_error(target.name, what)
@@ -71,6 +84,32 @@ def connect_error(target_name: str, what: str) -> SqlflowError:
     """The error for `what` (a key of LIMITS) over the Connect target `target_name`."""
     return SqlflowError(f"`{what}` cannot run over Spark Connect (target `{target_name}`): {LIMITS[what]}",
                         hint=ALTERNATIVE)
+
+
+def refuse_idle_padding(target: Target | None, padded: Sequence[tuple[str, str]]) -> None:
+    """Over a Spark Connect target, refuse the models `padded` [(model, file)] that need the
+    idle-timeout padding step under an interval trigger (LIMITS["idle"]), each at its file,
+    before any work; do nothing otherwise (docs/deploy.md, "The stream service over Connect").
+
+    >>> from sqlflow.project.profiles import Target
+    >>> t = Target(name="connect", type="spark", method="session", schema="dw",
+    ...            server_side_parameters={"spark.remote": "sc://h:15002"})
+    >>> refuse_idle_padding(t, [("m", "models/m.sql")])
+    Traceback (most recent call last):
+    ...
+    sqlflow.errors.SqlflowError: models/m.sql: error: model `m` sets `idle_timeout` and cannot run with an interval trigger over Spark Connect (target `connect`): ...
+    >>> refuse_idle_padding(t, [])
+    """
+    if target is None or not target.is_connect or not padded:
+        return
+    names = ", ".join(f"`{m}`" for m, _ in padded)
+    hint = (f"run {names} with `--trigger available-now` over Connect (its end-of-input flush "
+            f"pads what is pending), leave {'it' if len(padded) == 1 else 'them'} out of the "
+            f"service (`--exclude`), or {ALTERNATIVE}")
+    raise SqlflowError(diagnostics=[Diagnostic(
+        f"model `{model}` sets `idle_timeout` and cannot run with an interval trigger over Spark "
+        f"Connect (target `{target.name}`): {LIMITS['idle']}", Location(path), hint)
+        for model, path in padded])
 
 
 def nesting_error(exc: BaseException) -> SqlflowError | None:

@@ -26,6 +26,7 @@ from sqlflow.planning.plan import BatchPlan, Plan, RoutedPlan, StreamPlan
 from sqlflow.project.runmode import STATE_DIR
 from sqlflow.runtime import batch, dbt_incremental, input_rewrites, ownership, run_lock
 from sqlflow.runtime import repair as repairs
+from sqlflow.runtime.incremental import padding, remote
 from sqlflow.runtime.incremental import stream as incremental
 from sqlflow.runtime.query import AVAILABLE_NOW, checkpoint_dir, is_new, rebuild_command
 from sqlflow.runtime.results import DateRange, RunResult, StreamResult
@@ -94,6 +95,26 @@ def check_stream(spark: SparkSession, plan: StreamingPlan) -> None:
         stateful.check(spark, plan)
     else:
         incremental.check_plan(spark, plan)
+
+
+def needs_idle_padding(plan: Plan) -> bool:
+    """The plan's `idle_timeout` pads, under an interval trigger, what an idle input holds
+    open, in a step its runtime runs beside the query: an `incremental` outer join of two
+    streams (`MicroBatch.idle_check`) or a `stateful` model (`IdleWatch`)."""
+    if not isinstance(plan, StreamPlan) or not plan.idle_timeout_us:
+        return False
+    return plan.strategy == "stateful" or bool(padding.sides(plan))
+
+
+def remote_reports(ctx: Context, plan: StreamingPlan, query: StreamingQuery, fn: Any) -> list[Any]:
+    """The reports of the batches a Spark Connect server ran for the query of `plan` (started
+    by `start_stream`, `fn` the batch function it returned), read from the query's progress
+    and the commit log (docs/deploy.md, "Spark Connect")."""
+    if isinstance(plan, RoutedPlan):
+        return routing.remote_reports(ctx.spark, query, plan, fn.app_id())
+    if plan.strategy == "stateful":
+        return stateful.remote_batches(ctx.spark, query, plan, fn)
+    return remote.reports(ctx.spark, query, plan, fn.sides, fn.app_id())
 
 
 def start_stream(ctx: Context, plan: StreamingPlan, *, trigger: str = AVAILABLE_NOW,

@@ -58,10 +58,15 @@ def write_atomic(path: Path, value: Any) -> None:
     os.replace(tmp, path)
 
 
-def write(project_dir: Path | str, models: list[ModelHealth], *, running: bool, now: float) -> None:
-    write_atomic(heartbeat_path(project_dir), {
-        "pid": os.getpid(), "updated_at": now, "running": running,
-        "models": {m.name: asdict(m) for m in models}})
+def write(project_dir: Path | str, models: list[ModelHealth], *, running: bool, now: float,
+          connect: str | None = None) -> None:
+    """`connect`: the Spark Connect target the service runs over (`sqlflow ctl rate` refuses
+    it), None for a service that is the Spark driver."""
+    value = {"pid": os.getpid(), "updated_at": now, "running": running,
+             "models": {m.name: asdict(m) for m in models}}
+    if connect is not None:
+        value["connect"] = connect
+    write_atomic(heartbeat_path(project_dir), value)
 
 
 def read(project_dir: Path | str) -> dict[str, Any] | None:

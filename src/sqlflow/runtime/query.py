@@ -111,6 +111,13 @@ def wait(running: list[tuple[StreamingQuery, Any]]) -> None:
             active[0].awaitTermination(poll)  # type: ignore[arg-type]
 
 
+def committed(checkpoint: Path) -> int:
+    """The newest batch id the checkpoint has a commit file for (-1: none)."""
+    folder = checkpoint / "commits"
+    return max((int(p.name) for p in folder.iterdir() if p.name.isdigit()), default=-1) \
+        if folder.is_dir() else -1
+
+
 def settled(checkpoint: Path | None) -> bool:
     """No micro-batch in flight or waiting for its replay: the checkpoint's last offsets
     file has its commit file."""

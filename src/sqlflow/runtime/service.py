@@ -10,6 +10,15 @@ the heartbeat (`runtime.heartbeat`), applies `sqlflow ctl` (`runtime.control`: p
 resume, rate) and feeds the metrics (`runtime.metrics`), and drives its companions: the Kafka
 sources' live archive queries (`runtime.kafka.live`).
 
+Over Spark Connect (docs/deploy.md, "The stream service over Connect") the server's Python
+worker runs the micro-batches, so no report reaches `on_batch` while a query runs: the loop
+supervises each query through its `StreamingQuery` handle as it does locally (restarts,
+pause/resume, stop) and, once the checkpoint has a new commit, reads what the batches did from
+the query's progress and the commit log (`dispatch.remote_reports`) and feeds those reports to
+the same callback. `sqlflow ctl rate` cannot hold a batch there (it is ignored, and `ctl rate`
+refuses it), and models that need the idle-timeout padding are refused before the service
+starts (`connect_limits.refuse_idle_padding`).
+
 A stop (SIGTERM, Ctrl-C, or `stop`) stops every query within `stop_timeout_s`: Spark lets a
 running micro-batch finish or abandons it; an abandoned batch is replayed after the restart
 and the exactly-once journal (`runtime.delta.once`) keeps it from writing anything twice.
@@ -30,7 +39,8 @@ from sqlflow.errors import SqlflowError
 from sqlflow.runtime import control, dispatch, heartbeat
 from sqlflow.runtime.batchfn import query_failed
 from sqlflow.runtime.env_errors import written_paths
-from sqlflow.runtime.query import checkpoint_dir, rebuild_command, settled
+from sqlflow.runtime.incremental import remote
+from sqlflow.runtime.query import checkpoint_dir, committed, rebuild_command, settled
 from sqlflow.runtime.restarts import RestartBudget
 from sqlflow.runtime.results import StreamRow
 
@@ -71,6 +81,8 @@ class Region:
     restart_at: float = 0.0
     reports: list[Any] = field(default_factory=list)
     error: SqlflowError | None = None
+    on_batch: Any = None
+    seen: int = -1  # over Connect: the newest batch id reported
 
 
 def stop_signals(stop: threading.Event) -> Callable[[], None]:
@@ -103,6 +115,8 @@ class Service:
         self.regions = [Region(p, RestartBudget(p.restarts), heartbeat.ModelHealth(
             p.model, p.path, str(checkpoint_dir(self.project_dir, p)))) for p in plans]
         self.began = time.monotonic()
+        # the server's worker runs the micro-batches (docs/deploy.md, "Spark Connect")
+        self.remote = remote.is_remote(ctx.spark)
 
     # --- the loop -------------------------------------------------------------------------
 
@@ -152,7 +166,10 @@ class Service:
                     self._halt(r)
                     self._set(r, "paused")
                 elif not r.query.isActive:
+                    self._remote_batches(r)  # what it committed before it ended
                     self._failed(r, now)
+                elif self.remote:
+                    self._remote_batches(r)
                 else:
                     self._idle_check(r)
             elif state == "restarting" and now >= r.restart_at and not paused:
@@ -183,9 +200,10 @@ class Service:
 
     def _start(self, r: Region) -> None:
         trigger = self.trigger or r.plan.trigger
+        r.on_batch = self._on_batch(r)
         try:
             r.query, r.fn = dispatch.start_stream(self.ctx, r.plan, trigger=trigger,
-                                                  on_batch=self._on_batch(r))
+                                                  on_batch=r.on_batch)
         except Exception as exc:  # refused or failed to start: the same budget as a failure
             r.query, r.fn = None, None
             self._failed(r, time.monotonic(), exc)
@@ -228,6 +246,25 @@ class Service:
         if getattr(r.plan, "idle_timeout_us", None) and hasattr(r.fn, "idle_check"):
             r.fn.idle_check(lambda: settled(r.fn.checkpoint))
 
+    def _remote_batches(self, r: Region) -> None:
+        """Over Connect: report the batches the server committed since the last report. A
+        batch is done once the checkpoint has its commit file and the query's progress has
+        its `addBatch` time (an idle trigger's progress names the next batch id too)."""
+        if not self.remote or r.query is None or r.fn is None:
+            return
+        newest = committed(checkpoint_dir(self.project_dir, r.plan))
+        if newest <= r.seen:
+            return
+        try:
+            ran = {p.batchId for p in r.query.recentProgress if "addBatch" in p.durationMs}
+            fresh = [b for b in dispatch.remote_reports(self.ctx, r.plan, r.query, r.fn)
+                     if r.seen < b.batch_id <= newest and b.batch_id in ran]
+        except Exception:  # the query stopped under us: the poll's next state check sees it
+            return
+        for report in sorted(fresh, key=lambda b: b.batch_id):
+            r.seen = report.batch_id
+            r.on_batch(report)
+
     def _on_batch(self, r: Region) -> Callable[[Any], None]:
         def on_batch(report: Any) -> None:
             now = time.time()
@@ -262,7 +299,7 @@ class Service:
     def _throttle(self, r: Region, report: Any) -> None:
         """`sqlflow ctl rate M SOURCE N`: after a micro-batch that read n rows of SOURCE,
         wait until n / N seconds have passed since it began (the next one starts later)."""
-        if isinstance(report.rows_in, int):
+        if isinstance(report.rows_in, int) or self.remote:  # over Connect: too late to hold it
             return
         controls = control.read(self.project_dir)
         waits = [n / rate - report.seconds for src, n in report.rows_in
@@ -287,7 +324,8 @@ class Service:
     def _beat(self, *, running: bool) -> None:
         with self.lock:
             heartbeat.write(self.project_dir, [r.health for r in self.regions], running=running,
-                            now=time.time())
+                            now=time.time(),
+                            connect=self.ctx.target.name if self.remote else None)
         if self.metrics is not None:
             self.metrics.states(self.regions)
 

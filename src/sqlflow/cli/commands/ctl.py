@@ -56,10 +56,14 @@ def resume(model: str) -> None:
 @error_handler
 def rate(model: str, source: str, rows_per_s: float) -> None:
     """Read at most ROWS_PER_S rows per second of SOURCE (a table, e.g. ods.imps) in MODEL;
-    0 removes the limit."""
-    from sqlflow.runtime import control
+    0 removes the limit. Refused while the service runs over Spark Connect."""
+    from sqlflow.engine.connect_limits import connect_error
+    from sqlflow.runtime import control, heartbeat
 
     _check(model)
+    beat = heartbeat.read(context().project_dir)
+    if beat is not None and beat.get("running") and beat.get("connect"):
+        raise connect_error(beat["connect"], "rate")  # docs/deploy.md, "The stream service over Connect"
     control.set_rate(context().project_dir, model, source, rows_per_s)
     console.print(f"{model}: {source} limited to {rows_per_s:g} rows/s" if rows_per_s > 0
                   else f"{model}: {source} unlimited")

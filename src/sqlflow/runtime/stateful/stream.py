@@ -499,6 +499,14 @@ def _run(ctx: Context, plan: StreamPlan, trigger: str, on_batch: Callable[[Batch
     return [replace(r, spark_dropped=spark_dropped.get(r.batch_id)) for r in fn.reports]
 
 
+def remote_batches(spark: SparkSession, query, plan: StreamPlan, fn: StatefulBatch) -> list[StatefulReport]:
+    """The reports of the batches a Connect server ran so far for the running `query` (the
+    stream service reads them while it runs: `dispatch.remote_reports`)."""
+    spark_dropped = {p["batchId"]: sum(s.get("numRowsDroppedByWatermark", 0) for s in p["stateOperators"])
+                     for p in query.recentProgress}
+    return _remote_reports(spark, query, plan, fn, None, spark_dropped)
+
+
 def _remote_reports(spark: SparkSession, query, plan: StreamPlan, fn: StatefulBatch,
                     on_batch: Callable[[BatchReport], None] | None,
                     spark_dropped: dict[int, int]) -> list[StatefulReport]:
