@@ -5,7 +5,8 @@
 
 Reads the staging tables from CSV files that bench/interval_join.py exports with Spark
 (`DIR/clicks/` and `DIR/impressions/`, header-less, columns in the order of `SOURCES`, null as
-`\\N`, each table one file sorted by `ingest_ts`: the order its rows arrived in) and writes the
+`\\N`; by default each table one file sorted by `ingest_ts`, the order its rows arrived in;
+with its `--flink-order files` as Spark scans the table) and writes the
 join's rows, the model's columns, as CSV into `OUT/<mode>_r<round>/`. The query is the model's:
 clicks inner-joined to the impressions of the same `req_id` and `ad_id` with
 `i.imp_ts BETWEEN c.click_ts - INTERVAL 20 MINUTES AND c.click_ts`, both ends inclusive.
