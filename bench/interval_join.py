@@ -37,14 +37,26 @@ with no stream work at all (the batch plan, the hand-written batch join) and wha
 spent on stream-only work (state appends, commit log, query start and stop). A run that fails is
 reported with its error and the others still run; the script exits 1 if any run failed or
 differs. A benchmark, not a test: nothing here asserts a time.
+
+`--peers flink` also runs the join in Flink SQL (bench/peers/flink_interval_join.py, PyFlink
+in its own environment, `--flink-python`): Spark exports the two staging tables once, before
+any timing, as one CSV file each sorted by ingest time (the order their rows arrived in); Flink
+runs the join `--rounds` times as an event-time stream (watermarks delayed by the same
+allowed lateness + future tolerance) and as a batch job, in a second process with the same
+cores. Its rows are compared with the batch plan's like every run's (missing and extra rows
+are printed; a difference of a peer is reported, not an exit status), and the script prints
+the catch-up `incremental` run over Flink's stream (target: at least 3x) and the batch plan
+over Flink's batch job. Without PyFlink it says how to install it and exits 2.
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 import math
 import shutil
+import subprocess
 import sys
 import tempfile
 import threading
@@ -62,6 +74,8 @@ STATEFUL = "bench_attributed_stateful"
 INPUTS = ("dw.stg_ad_clicks", "dw.stg_ad_impressions")
 OUT = "bench"
 STATEFUL_TARGET = 3.0  # the default stream plan against the hand-written stateful join
+FLINK_TARGET = 3.0  # the default stream plan against Flink SQL's streaming interval join
+PEER = ROOT / "bench" / "peers" / "flink_interval_join.py"
 COLUMNS = ("req_id", "ad_id", "user_id", "click_ts", "ingest_ts", "imp_ts", "imp_user_id", "dt", "hour")
 
 
@@ -76,6 +90,7 @@ class Measure:
     batches: int | None = None
     error: str | None = None
     differs: str | None = None
+    peer: bool = False  # another engine's run, in its own process: no heap figure, no exit status
 
     @property
     def rows_per_s(self) -> float:
@@ -214,6 +229,68 @@ def sqlflow_stream(ctx, plan, table: str, files: int | None, checkpoint: Path) -
     return len(result.batches)
 
 
+# CSV as both sides write and read it: RFC 4180 quoting, null as \N, microsecond timestamps
+CSV_OPTIONS = {"header": "false", "nullValue": "\\N", "escape": '"', "timestampFormat": "yyyy-MM-dd HH:mm:ss.SSSSSS"}
+FLINK_SIDES = ((INPUTS[0], "clicks", "click_ts"), (INPUTS[1], "impressions", "imp_ts"))
+
+
+def flink_python(args) -> str:
+    """The Python that has PyFlink: `--flink-python`, else the worktree's `.venv-flink`, else this one."""
+    if args.flink_python:
+        return args.flink_python
+    own = ROOT / ".venv-flink" / "bin" / "python"
+    return str(own) if own.exists() else sys.executable
+
+
+def flink_missing(python: str) -> str | None:
+    """Why the Flink peer cannot run with `python`, or None when PyFlink imports."""
+    try:
+        done = subprocess.run([python, "-c", "import pyflink.table"], capture_output=True, text=True)
+    except OSError as exc:
+        return f"{python}: {exc}"
+    if done.returncode == 0:
+        return None
+    return (f"bench: --peers flink needs PyFlink, which {python} cannot import. It cannot share "
+            "sqlflow's environment (docs/stack.md, 'apache-flink'); install it into its own:\n"
+            "  python3 -m venv .venv-flink && .venv-flink/bin/pip install -r bench/peers/requirements-flink.txt\n"
+            "(found by default, or pass --flink-python PATH)")
+
+
+def export_for_flink(spark, folder: Path, order: str) -> None:
+    """The staging tables as CSV for Flink (not measured; the Spark runs read the Delta tables).
+    `ingest`: each table one file in ingest-time order, the order its rows arrived in; `files`:
+    as Spark scans the table, one file per task, so Flink reads files in its own order."""
+    for table, name, ts in FLINK_SIDES:
+        rows = spark.table(table).select("req_id", "ad_id", "user_id", ts, "ingest_ts")
+        if order == "ingest":
+            rows = rows.repartition(1).sortWithinPartitions("ingest_ts", ts)
+        rows.write.options(**CSV_OPTIONS).csv(str(folder / name))
+
+
+def run_flink(spark, args, mode: str, inputs: Path, out: Path, delay_s: int, rows_in: int) -> list[Measure]:
+    """Flink SQL's join in `mode`, `--rounds` times in one second process; each round's output
+    as a temp view of the model's columns (the microsecond timestamps parsed back)."""
+    name = f"Flink SQL {mode}"
+    cmd = [flink_python(args), str(PEER), "--inputs", str(inputs), "--out", str(out), "--mode", mode,
+           "--rounds", str(args.rounds), "--watermark-delay-s", str(delay_s)]
+    print(f"Flink SQL {mode}: {args.rounds} round(s) in a second process")
+    done = subprocess.run(cmd, stdout=subprocess.PIPE, text=True)
+    lines = done.stdout.strip().splitlines()
+    if done.returncode != 0 or not lines:
+        return [Measure(name, "", rows_in, error=f"exit {done.returncode}: {' '.join(cmd)}", peer=True)]
+    measures = []
+    for k, r in enumerate(json.loads(lines[-1])["rounds"], 1):
+        view = f"flink_{mode}_r{k}"
+        text = spark.read.options(**CSV_OPTIONS).schema(", ".join(f"{c} string" for c in COLUMNS)).csv(r["out"])
+        text.selectExpr("req_id", "cast(ad_id as bigint) ad_id", "cast(user_id as bigint) user_id",
+                        "cast(click_ts as timestamp) click_ts", "cast(ingest_ts as timestamp) ingest_ts",
+                        "cast(imp_ts as timestamp) imp_ts", "cast(imp_user_id as bigint) imp_user_id",
+                        "dt", "hour").createOrReplaceTempView(view)
+        measures.append(Measure(name, view, rows_in, r["rows"], r["seconds"], peer=True))
+        print(f"  round {k}: {r['seconds']:.1f}s; {r['rows']:,} rows out")
+    return measures
+
+
 def files_of(spark, relation: str) -> int:
     return spark.sql(f"DESCRIBE DETAIL {relation}").collect()[0]["numFiles"]
 
@@ -247,7 +324,7 @@ def report(runs: list[Measure], by: dict[str, Measure], every: dict[str, list[Me
         table.add_row(m.name, f"{m.rows_in:,}", f"{m.rows_out:,}" if not m.error else "-",
                       str(m.batches) if m.batches is not None else "-", f"{m.seconds:.1f}",
                       f"{m.rows_per_s:,.0f}" if not m.error else "-",
-                      f"{m.peak_heap_mb:,.0f}" if not m.error else "-", result)
+                      f"{m.peak_heap_mb:,.0f}" if not (m.error or m.peer) else "-", result)
     console.print(table)
 
     def ratio(a: str, b: str, target: float | None, label: str) -> None:
@@ -263,8 +340,9 @@ def report(runs: list[Measure], by: dict[str, Measure], every: dict[str, list[Me
         verdict = "no target, for comparison"
         if target is not None:
             verdict = f"target >= {target:g}x: " + ("[green]meets[/green]" if r >= target else "[red]misses[/red]")
-        console.print(f"{label}: {r:.2f}x ({verdict}); "
-                      f"peak heap {x.peak_heap_mb:,.0f} MB vs {y.peak_heap_mb:,.0f} MB")
+        heap = ("" if x.peer or y.peer  # another process: its heap is not sampled
+                else f"; peak heap {x.peak_heap_mb:,.0f} MB vs {y.peak_heap_mb:,.0f} MB")
+        console.print(f"{label}: {r:.2f}x ({verdict}){heap}")
 
     ratio("incremental stream", "hand stateful stream", STATEFUL_TARGET, "incremental stream vs hand-written stateful stream")
     per_round(console, every, "incremental stream", "hand stateful stream")
@@ -272,6 +350,14 @@ def report(runs: list[Measure], by: dict[str, Measure], every: dict[str, list[Me
     ratio("incremental stream", "batch plan", 0.5, "incremental stream vs batch plan (within 2x)")
     ratio("stateful stream", "hand stateful stream", None, "stateful stream plan vs hand-written stateful stream")
     ratio("hand batch", "batch plan", None, "hand-written batch vs batch plan")
+    ratio("incremental stream", "Flink SQL streaming", FLINK_TARGET, "incremental stream vs Flink SQL streaming")
+    ratio("batch plan", "Flink SQL batch", None, "batch plan vs Flink SQL batch")
+    truth = by.get("batch plan")
+    for m in runs:
+        if m.peer and not m.error and truth and not truth.error:
+            share = m.rows_out / truth.rows_out if truth.rows_out else 0.0
+            console.print(f"{m.name}: {m.rows_out:,} rows of the batch plan's {truth.rows_out:,} ({share:.1%}); "
+                          + (f"[red]{m.differs}[/red]" if m.differs else "[green]the same rows[/green]"))
     for m in runs:
         if PHASES.get(m.table):
             parts = ", ".join(f"{k} {v:.1f}s" for k, v in PHASES[m.table].items())
@@ -279,7 +365,7 @@ def report(runs: list[Measure], by: dict[str, Measure], every: dict[str, list[Me
     bad = [m for m in runs if m.error or m.differs]
     for m in bad:
         console.print(f"[red]{m.name}: {m.error or m.differs}[/red]")
-    return not bad
+    return not [m for m in bad if not m.peer]
 
 
 def per_round(console, every: dict[str, list[Measure]], a: str, b: str) -> None:
@@ -324,7 +410,21 @@ def main() -> int:
     parser.add_argument("--only", default="", help="comma-separated runs to measure besides the batch "
                         "plan (e.g. `incremental,hand stateful`); default: all")
     parser.add_argument("--debug", action="store_true", help="print the traceback of a failed run")
+    parser.add_argument("--peers", default="", help="other engines to run side by side: `flink` "
+                        "(Flink SQL through PyFlink, bench/peers/flink_interval_join.py)")
+    parser.add_argument("--flink-python", default="", help="the Python that has PyFlink "
+                        "(default: .venv-flink/bin/python if it exists, else this one)")
+    parser.add_argument("--flink-order", choices=("ingest", "files"), default="ingest",
+                        help="how the inputs are laid out for Flink: one file per table in ingest-time "
+                        "order, or Spark's files of the table as scanned (read in Flink's order)")
     args = parser.parse_args()
+    peers = {w.strip() for w in args.peers.split(",") if w.strip()}
+    if peers - {"flink"}:
+        raise SystemExit(f"bench: --peers names unknown peers: {', '.join(sorted(peers - {'flink'}))}")
+    if "flink" in peers and (why := flink_missing(flink_python(args))):
+        print(why, file=sys.stderr)
+        return 2
+    args.peers = peers
 
     folder = Path(tempfile.mkdtemp(prefix="sqlflow_bench_"))
     try:
@@ -399,6 +499,14 @@ def bench(project: Path, args) -> int:
             if name not in best or best[name].error or (not m.error and m.seconds < best[name].seconds):
                 best[name] = m
     runs = [best[name] for name, _ in steps]
+    if "flink" in args.peers:
+        delay_s = math.ceil((side.allowed_lateness_us + side.future_tolerance_us) / 1e6)
+        inputs = project / ".sqlflow" / "flink" / "inputs"
+        print(f"exporting the staging tables for Flink to {inputs} ({args.flink_order} order; not measured)")
+        export_for_flink(spark, inputs, args.flink_order)
+        for mode in ("streaming", "batch"):
+            done = run_flink(spark, args, mode, inputs, project / ".sqlflow" / "flink", delay_s, rows_in)
+            runs.append(min(done, key=lambda m: (m.error is not None, m.seconds)))
     by = {m.name: m for m in runs}
     if by["batch plan"].error:
         print("the batch plan failed: nothing to compare the other runs with")
