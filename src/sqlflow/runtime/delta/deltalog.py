@@ -87,9 +87,12 @@ def locate(spark: SparkSession, tables: Iterable[str]) -> dict[str, TableInfo]:
         elif spark.catalog.tableExists(table):
             found[table] = describe(spark, table)
     for db, names in by_db.items():
-        if not spark.catalog.databaseExists(db):
+        try:  # a missing database is one check in Spark's catalog (no metastore error logged)
+            rows = spark.sql(f"SHOW TABLE EXTENDED IN {quote_table(db)} LIKE '{'|'.join(names)}'").collect()
+        except AnalysisException as exc:
+            if "SCHEMA_NOT_FOUND" not in str(exc) and "not found" not in str(exc).lower():
+                raise
             continue
-        rows = spark.sql(f"SHOW TABLE EXTENDED IN {quote_table(db)} LIKE '{'|'.join(names)}'").collect()
         for row in rows:
             if row["isTemporary"] or row["tableName"].lower() not in names:
                 continue
