@@ -599,7 +599,9 @@ def run_routed_batch(ctx: Context, plan: RoutedPlan, *, start: date | None = Non
                                                             inputs={b.relation: version}))
             hours |= _hours(plan, t, [p.spec for p in result.partitions])
             writes.append(tw)
-            done.append((t, result, time.monotonic() - began))
+            # each target's own seconds (the first's include the group's read and split): the
+            # run summary adds them up, so they must not be the time since the group began
+            done.append((t, result, time.monotonic() - began - sum(s for _, _, s in done)))
         # after the targets: their rows whose partition values cannot be directories join the
         # input's quarantine rows, in the one write that replaces the group's quarantine
         q_result = write_quarantine(spark, plan, quarantine, dates)
