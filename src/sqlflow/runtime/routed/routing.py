@@ -581,7 +581,8 @@ def run_routed_batch(ctx: Context, plan: RoutedPlan, *, start: date | None = Non
         origin = f"{b.relation}@v{version}"
         split = Q.split(rows, b, model=plan.model, origin=origin)
         view = input_view(plan, split.clean)
-        targets, quarantine, done = _Targets(spark, plan), [split.quarantine], []
+        targets, quarantine, last = _Targets(spark, plan), [split.quarantine], began
+        done: list[tuple[RouteTarget, WriteResult, float]] = []
         for t in plan.targets:
             out = target_rows(spark, plan, t)
             where = None
@@ -601,7 +602,9 @@ def run_routed_batch(ctx: Context, plan: RoutedPlan, *, start: date | None = Non
             writes.append(tw)
             # each target's own seconds (the first's include the group's read and split): the
             # run summary adds them up, so they must not be the time since the group began
-            done.append((t, result, time.monotonic() - began - sum(s for _, _, s in done)))
+            now = time.monotonic()
+            done.append((t, result, now - last))
+            last = now
         # after the targets: their rows whose partition values cannot be directories join the
         # input's quarantine rows, in the one write that replaces the group's quarantine
         q_result = write_quarantine(spark, plan, quarantine, dates)
