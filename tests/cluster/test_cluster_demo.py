@@ -71,8 +71,9 @@ def test_cluster_stream_equals_local(spark, local_run, cluster_project):
     downstream queries while their inputs do not exist yet: they run out of restarts before
     the staging queries have created them. Build the chain once, as here, then serve it.)"""
     project, env = cluster_project
+    # every model's available-now query on two one-core workers: over 600 s at a load of 10-16
     sqlflow(project, env, "--target", "cluster", "run", "--mode", "stream", "--trigger", "available-now",
-            "--full-refresh")
+            "--full-refresh", timeout=1500)
     assert_same_tables(spark, project, local_run)
     cmd = [*SQLFLOW, "--project-dir", str(project), "--target", "cluster", "run", "--mode", "stream",
            "--trigger", "30 seconds", "--stop-timeout", "60 seconds"]
