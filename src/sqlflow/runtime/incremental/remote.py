@@ -36,7 +36,26 @@ def is_remote(spark: SparkSession) -> bool:
     return getattr(spark, "_jvm", None) is None
 
 
-class RemoteMicroBatch:
+class RemoteBatch:
+    """What every picklable `foreachBatch` function over Spark Connect shares: it pickles as
+    plain data (its plan, paths), never the function it builds, and builds that function in
+    the server's Python worker at the first batch (`build`), then calls it for every batch."""
+
+    _fn: Any = None  # built in the server's worker, never pickled
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "_fn": None}
+
+    def build(self, df: DataFrame) -> Any:
+        raise NotImplementedError
+
+    def __call__(self, df: DataFrame, batch_id: int) -> None:
+        if self._fn is None:
+            self._fn = self.build(df)
+        self._fn(df, batch_id)
+
+
+class RemoteMicroBatch(RemoteBatch):
     """The picklable `foreachBatch` function of one model's query over Spark Connect.
 
     >>> import pickle
@@ -50,19 +69,12 @@ class RemoteMicroBatch:
                  checkpoint: str):
         self.plan, self.sides, self.schemas, self.state_tables = plan, sides, schemas, state_tables
         self.model, self.checkpoint = model, checkpoint
-        self._fn: MicroBatch | None = None  # built in the server's worker, never pickled
 
-    def __getstate__(self) -> dict[str, Any]:
-        return {**self.__dict__, "_fn": None}
-
-    def __call__(self, df: DataFrame, batch_id: int) -> None:
-        if self._fn is None:
-            assert self.plan is not None  # a query's function carries its plan
-            checkpoint = Path(self.checkpoint)
-            self._fn = MicroBatch(self.plan, self.sides, self.schemas, self.state_tables,
-                                  app_id(self.model, checkpoint), checkpoint=checkpoint,
-                                  spark=df.sparkSession)
-        self._fn(df, batch_id)
+    def build(self, df: DataFrame) -> MicroBatch:
+        assert self.plan is not None  # a query's function carries its plan
+        checkpoint = Path(self.checkpoint)
+        return MicroBatch(self.plan, self.sides, self.schemas, self.state_tables,
+                          app_id(self.model, checkpoint), checkpoint=checkpoint, spark=df.sparkSession)
 
 
 def logged(spark: SparkSession, app: str, ids: list[int]) -> dict[int, tuple[int, int, int]]:

@@ -37,7 +37,6 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
-from typing import Any
 
 from pyspark.errors import AnalysisException
 from pyspark.sql import DataFrame, SparkSession
@@ -371,7 +370,7 @@ class RouteBatch(BatchFunction):
             self.on_batch(report)
 
 
-class RemoteRouteBatch:
+class RemoteRouteBatch(remote.RemoteBatch):
     """The picklable `foreachBatch` function of a routed group's query over Spark Connect:
     plain data only (the plan, the checkpoint path); it builds its `RouteBatch` in the
     server's Python worker at the first batch, on the batch's session (as
@@ -386,18 +385,11 @@ class RemoteRouteBatch:
 
     def __init__(self, plan: RoutedPlan | None, checkpoint: str):
         self.plan, self.checkpoint = plan, checkpoint
-        self._fn: RouteBatch | None = None  # built in the server's worker, never pickled
 
-    def __getstate__(self) -> dict[str, Any]:
-        return {**self.__dict__, "_fn": None}
-
-    def __call__(self, df: DataFrame, batch_id: int) -> None:
-        if self._fn is None:
-            assert self.plan is not None  # a query's function carries its plan
-            checkpoint = Path(self.checkpoint)
-            self._fn = RouteBatch(None, self.plan, app_id(self.plan.model, checkpoint),
-                                  checkpoint=checkpoint)
-        self._fn(df, batch_id)
+    def build(self, df: DataFrame) -> RouteBatch:
+        assert self.plan is not None  # a query's function carries its plan
+        checkpoint = Path(self.checkpoint)
+        return RouteBatch(None, self.plan, app_id(self.plan.model, checkpoint), checkpoint=checkpoint)
 
 
 def remote_reports(spark: SparkSession, query: StreamingQuery, plan: RoutedPlan,

@@ -300,7 +300,7 @@ class StatefulBatch(BatchFunction):
             self.on_batch(report)
 
 
-class RemoteStatefulBatch:
+class RemoteStatefulBatch(remote.RemoteBatch):
     """The picklable `foreachBatch` function of a stateful query over Spark Connect: plain data
     only, it builds its `StatefulBatch` in the server's Python worker at the first batch (as
     `sqlflow.runtime.incremental.remote.RemoteMicroBatch` does for the incremental runtime).
@@ -312,17 +312,11 @@ class RemoteStatefulBatch:
 
     def __init__(self, plan: StreamPlan | None, sides: list[SourceBinding], checkpoint: str):
         self.plan, self.sides, self.checkpoint = plan, sides, checkpoint
-        self._fn: StatefulBatch | None = None  # built in the server's worker, never pickled
 
-    def __getstate__(self) -> dict[str, Any]:
-        return {**self.__dict__, "_fn": None}
-
-    def __call__(self, df: DataFrame, batch_id: int) -> None:
-        if self._fn is None:
-            assert self.plan is not None  # a query's function carries its plan
-            checkpoint = Path(self.checkpoint)
-            self._fn = StatefulBatch(self.plan, self.sides, checkpoint, app_id(self.plan.model, checkpoint))
-        self._fn(df, batch_id)
+    def build(self, df: DataFrame) -> StatefulBatch:
+        assert self.plan is not None  # a query's function carries its plan
+        checkpoint = Path(self.checkpoint)
+        return StatefulBatch(self.plan, self.sides, checkpoint, app_id(self.plan.model, checkpoint))
 
 
 def batch_watermark_ms(checkpoint: Path, batch_id: int) -> int:
