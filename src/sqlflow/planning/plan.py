@@ -137,6 +137,9 @@ class Sink:
     # dbt's own materializations: a table at this relation without a sqlflow owner is the one
     # dbt built for the model, taken over as dbt would replace it (sqlflow.planning.formats)
     adopt_unowned: bool = False
+    # partition columns whose values are directories by construction: not checked per row
+    # (sqlflow.planning.partition_safety)
+    safe_partitions: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

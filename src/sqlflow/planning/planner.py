@@ -12,6 +12,7 @@ from sqlflow.analysis.ir import InputRel, JoinIR, ModelIR
 from sqlflow.errors import SqlflowError
 from sqlflow.planning.formats import DBT_MATERIALIZATIONS, file_format
 from sqlflow.planning.incremental_model import IncrementalRun, incremental_run
+from sqlflow.planning.partition_safety import safe_partitions
 from sqlflow.planning.plan import (
     COMMIT_LOG,
     BatchPlan,
@@ -71,7 +72,8 @@ def build_plan(rendered: Any, ir: ModelIR, mode: Mode, *,
         sink=Sink(table, write, partition_by,
                   file_format=file_format(config.materialized, config.file_format),
                   owner=rendered.name, origin=_sink_origin(rendered),
-                  adopt_unowned=config.materialized in DBT_MATERIALIZATIONS),
+                  adopt_unowned=config.materialized in DBT_MATERIALIZATIONS,
+                  safe_partitions=safe_partitions(ir.ast, partition_by)),
         quarantine=quarantine, quarantine_origin=q_origin,
         event_time=config.event_time or ir.event_time,
         backfill_margin_us=backfill_margin(ir, partition_by) if views else None, warnings=warnings,
@@ -137,7 +139,8 @@ def _stream_plan(rendered: Any, ir: ModelIR, table: str, partition_by: tuple[str
                   checkpoint=f"{STATE_DIR}/checkpoints/{rendered.name}",
                   file_format=file_format(config.materialized, config.file_format),
                   owner=rendered.name,
-                  origin=_sink_origin(rendered)),
+                  origin=_sink_origin(rendered),
+                  safe_partitions=safe_partitions(ir.ast, partition_by)),
         quarantine=quarantine, trigger=_trigger(config.trigger), padding_sql=padding,
         idle_timeout_us=micros(config.idle_timeout) if config.idle_timeout is not None else None,
         event_time=config.event_time or ir.event_time, warnings=warnings,

@@ -24,6 +24,7 @@ import time
 import uuid
 from collections.abc import Mapping
 from datetime import date, timedelta
+from functools import reduce
 
 from pyspark.errors import PySparkException
 from pyspark.sql import Column, DataFrame, SparkSession
@@ -86,7 +87,7 @@ def run_batch(ctx: Context, plan: BatchPlan, *, start: date | None = None,
         poisoned = _poisoned(plan, checked)
         if poisoned is not None:
             quarantined.append(poisoned)
-        q_result = write_quarantine(spark, plan, quarantined, dates) if quarantined else None
+        q_result = _quarantine(spark, plan, quarantined, dates) if quarantined else None
         sink = _write_sink(spark, plan, dates, checked)
         fault_points.reached("batch_sink")
         if missing is not None and dates is not None:
@@ -114,7 +115,7 @@ def run_batch(ctx: Context, plan: BatchPlan, *, start: date | None = None,
             if b.view:
                 spark.catalog.dropTempView(b.view)
         snapshot.release(spark, plan.dim)
-    counts = count_quarantine(spark, plan.quarantine, dates) if q_result else ()
+    counts = count_quarantine(spark, plan.quarantine, dates) if q_result and not q_result.skipped else ()
     return RunResult(plan.model, dates, reads, sink, q_result, counts, time.monotonic() - began,
                      tuple(uses))
 
@@ -139,8 +140,10 @@ def _bind_inputs(spark: SparkSession, plan: BatchPlan, dates: DateRange | None,
                  cached: list[DataFrame], pinned: Mapping[str, int]):
     """Register each clean view; return the reads and the quarantine rows of every input.
 
-    Each event input is read once: its rows are cached (appended to `cached`, which the caller
-    unpersists) because both the quarantine write and the model SQL consume them."""
+    An event input is not cached: the model's SQL reads only the columns it uses, and the
+    quarantine reads the input again only when it has rows to hold (`_quarantine`). A cache
+    would hold every column of every row in memory first, which cost more than the second
+    read it saves (bench/interval_join.py: the batch plan against the hand-written join)."""
     reads, quarantined = [], []
     for b in plan.sources:
         version = pinned[b.relation] if b.relation in pinned else latest_version(spark, b.relation)
@@ -152,8 +155,6 @@ def _bind_inputs(spark: SparkSession, plan: BatchPlan, dates: DateRange | None,
         if dates is not None and plan.backfill_margin_us is not None:
             low, high = _event_bounds(dates, plan.backfill_margin_us)
             rows = rows.where(Q.in_dates(times, low, high))
-        rows = rows.persist()
-        cached.append(rows)
         origin = f"{b.relation}@v{version}" if version is not None else b.relation
         split = Q.split(rows, b, model=plan.model, origin=origin)
         split.clean.createOrReplaceTempView(b.view)
@@ -169,6 +170,28 @@ def _event_bounds(dates: DateRange, margin_us: int) -> tuple[Column, Column]:
         return F.timestamp_micros(F.unix_micros(F.to_timestamp(F.lit(day.isoformat()))) + F.lit(us))
 
     return shifted(dates.start, -margin_us), shifted(dates.end + timedelta(days=1), margin_us)
+
+
+def _quarantine(spark: SparkSession, plan: BatchPlan, parts: list[DataFrame],
+                dates: DateRange | None) -> WriteResult:
+    """Replace this run's quarantine rows (`write_quarantine`), unless there is nothing to
+    replace: no input has a quarantine row and the table holds none (in the range). Asking
+    first is one narrow job (the optimizer reads only the columns the reason needs), where
+    the write reads every column of every input row to build `raw`; inputs with no bad row
+    are the common case past staging."""
+    flagged = reduce(DataFrame.unionByName, [p.select(F.lit(1).alias("one")) for p in parts])
+    if flagged.take(1) or _holds_rows(spark, plan.quarantine, dates):
+        return write_quarantine(spark, plan, parts, dates)
+    return WriteResult(plan.quarantine, "replace", skipped=True)
+
+
+def _holds_rows(spark: SparkSession, table: str, dates: DateRange | None) -> bool:
+    if not spark.catalog.tableExists(table):
+        return False
+    rows = spark.table(table)
+    if dates is not None:
+        rows = rows.where(F.expr(string_range("dt", dates)))
+    return bool(rows.select(F.lit(1)).take(1))
 
 
 # --- outputs --------------------------------------------------------------------------------------

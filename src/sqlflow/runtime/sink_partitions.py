@@ -29,9 +29,12 @@ REASON = "__sqlflow_partition_problem"
 
 def check(sink: Sink, rows: DataFrame) -> DataFrame | None:
     """`rows` with a REASON column (NULL: the row's partition values can be written), or None
-    when the sink has no STRING partition column (nothing to check)."""
+    when the sink has no STRING partition column that could hold a bad value (nothing to
+    check: a `date_format` of a fixed pattern cannot, `Sink.safe_partitions`)."""
     kinds = {f.name.lower(): f.dataType for f in rows.schema.fields}
-    strings = [c for c in sink.partition_by if isinstance(kinds.get(c.lower()), StringType)]
+    safe = {c.lower() for c in sink.safe_partitions}  # directories by construction
+    strings = [c for c in sink.partition_by
+               if isinstance(kinds.get(c.lower()), StringType) and c.lower() not in safe]
     if not strings:
         return None
     return rows.withColumn(REASON, partition_path.problem(strings))

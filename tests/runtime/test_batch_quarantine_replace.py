@@ -1,0 +1,83 @@
+"""A backfill replaces its quarantine rows without reading every input column when there is
+nothing to quarantine (`runtime.batch._quarantine`), and a model whose partition columns are a
+`date_format` of a fixed pattern is written unchecked (`planning.partition_safety`): on real
+Spark and Delta, each step's quarantine and sink compared row for row."""
+
+from __future__ import annotations
+
+import pytest
+
+from helpers import ad_sources_yml, make_project
+from runtime.adkit import at, imp
+from sqlflow.compiler import compile_project
+from sqlflow.engine.context import Context
+from sqlflow.runtime.batch import run_batch
+
+pytestmark = pytest.mark.spark
+
+ODS, DW = "bq_ods", "bq_dw"
+MODEL = """{{ config(materialized='streaming_table', partition_by=['dt', 'hour']) }}
+SELECT i.req_id, i.ad_id, i.imp_ts,
+       date_format(i.imp_ts, 'yyyy-MM-dd') AS dt, date_format(i.imp_ts, 'HH') AS hour
+FROM {{ source('ods', 'imps') }} AS i
+"""
+PROFILES = f"""\
+sqlflow:
+  target: local
+  outputs:
+    local: {{type: spark, method: session, host: NA, schema: {DW}}}
+"""
+IMP_SCHEMA = "req_id string, ad_id bigint, imp_ts timestamp, ingest_ts timestamp, dt string"
+CLICK_SCHEMA = "req_id string, click_ts timestamp, ingest_ts timestamp, dt string"
+
+
+@pytest.fixture
+def project(spark, tmp_path):
+    for db in (ODS, DW):
+        spark.sql(f"DROP DATABASE IF EXISTS {db} CASCADE")
+        spark.sql(f"CREATE DATABASE {db}")
+    spark.createDataFrame([], CLICK_SCHEMA).write.format("delta").saveAsTable(f"{ODS}.clicks")
+    root = make_project(tmp_path, models={"m.sql": MODEL}, yml={"sources.yml": ad_sources_yml(ODS)},
+                        profiles_yml=PROFILES)
+    yield root
+    for db in (ODS, DW):
+        spark.sql(f"DROP DATABASE IF EXISTS {db} CASCADE")
+
+
+def _load(spark, rows):
+    spark.createDataFrame(rows, IMP_SCHEMA).write.format("delta").mode("overwrite") \
+        .saveAsTable(f"{ODS}.imps")
+
+
+def _naive(ts):  # Spark returns the session zone's (UTC's) local time, without a zone
+    return ts.replace(tzinfo=None)
+
+
+def _rows(spark, table, columns):
+    return sorted(tuple(r) for r in spark.table(table).select(*columns).collect())
+
+
+def test_quarantine_rows_are_replaced_and_none_are_written_when_there_are_none(spark, project):
+    ctx = Context.discover(project)
+    plan = compile_project(project, mode="batch", target=ctx.target).plans["m"]
+    assert plan.sink.safe_partitions == ("dt", "hour")
+    clean = [imp("a", 1, at(1, 10, 0)), imp("b", 2, at(1, 23, 59))]
+    late = imp("late", 3, at(1, 9, 0), ingest=at(1, 12, 0))  # 3 h late: over 10 min
+
+    _load(spark, clean)  # nothing to quarantine: no quarantine table is made
+    first = run_batch(ctx, plan)
+    assert first.quarantine is not None and first.quarantine.skipped and first.quarantined == ()
+    assert not spark.catalog.tableExists(plan.quarantine)
+    want = sorted((r[0], r[1], _naive(r[2]), r[2].strftime("%Y-%m-%d"), r[2].strftime("%H")) for r in clean)
+    assert _rows(spark, plan.sink.table, ["req_id", "ad_id", "imp_ts", "dt", "hour"]) == want
+
+    _load(spark, [*clean, late])  # a late row: quarantined
+    second = run_batch(ctx, plan)
+    assert [(q.reason, q.rows) for q in second.quarantined] == [("late", 1)]
+    assert _rows(spark, plan.quarantine, ["reason", "event_time"]) == [("late", _naive(late[2]))]
+
+    _load(spark, clean)  # fixed upstream: the old quarantine row is replaced by none
+    third = run_batch(ctx, plan)
+    assert not third.quarantine.skipped and third.quarantined == ()
+    assert spark.table(plan.quarantine).count() == 0
+    assert _rows(spark, plan.sink.table, ["req_id", "ad_id", "imp_ts", "dt", "hour"]) == want
