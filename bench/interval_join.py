@@ -410,6 +410,8 @@ def main() -> int:
     parser.add_argument("--only", default="", help="comma-separated runs to measure besides the batch "
                         "plan (e.g. `incremental,hand stateful`); default: all")
     parser.add_argument("--debug", action="store_true", help="print the traceback of a failed run")
+    parser.add_argument("--json", type=Path, default=None, help="also write every run's measure "
+                        "(its fastest round) to this file, as JSON (bench/scale.py reads it)")
     parser.add_argument("--peers", default="", help="other engines to run side by side: `flink` "
                         "(Flink SQL through PyFlink, bench/peers/flink_interval_join.py)")
     parser.add_argument("--flink-python", default="", help="the Python that has PyFlink "
@@ -513,7 +515,11 @@ def bench(project: Path, args) -> int:
         report(runs, by, every)
         return 1
     check_same(spark, runs, by["batch plan"])
-    return 0 if report(runs, by, every) else 1
+    ok = report(runs, by, every)
+    if args.json:  # for bench/scale.py: one record per run, its fastest round
+        args.json.write_text(json.dumps([{**dataclasses.asdict(m), "rows_per_s": m.rows_per_s}
+                                         for m in runs], indent=1))
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":

@@ -179,8 +179,10 @@ def _quarantine(spark: SparkSession, plan: BatchPlan, parts: list[DataFrame],
     first is one narrow job (the optimizer reads only the columns the reason needs), where
     the write reads every column of every input row to build `raw`; inputs with no bad row
     are the common case past staging."""
+    # a count is one job; `take(1)` of rows that are not there runs one job after another
+    # over ever more partitions until it has scanned them all
     flagged = reduce(DataFrame.unionByName, [p.select(F.lit(1).alias("one")) for p in parts])
-    if flagged.take(1) or _holds_rows(spark, plan.quarantine, dates):
+    if flagged.count() or _holds_rows(spark, plan.quarantine, dates):
         return write_quarantine(spark, plan, parts, dates)
     return WriteResult(plan.quarantine, "replace", skipped=True)
 
