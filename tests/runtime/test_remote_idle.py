@@ -71,3 +71,22 @@ def test_never_under_a_batch_and_one_step_per_idle_timeout(tmp_path):
     assert report == (True, {"ods.imps": 10.0, "ods.clicks": 10.0})
     assert not idle.due(fn, now=idle.padded_at + 2.9)
     assert idle.due(fn, now=idle.padded_at + 3.0)
+
+
+def test_the_heartbeat_stays_fresh_while_the_loop_waits_for_a_cycle(tmp_path):
+    """A stop, pad, start cycle blocks the service's loop for tens of seconds on a loaded
+    server: the heartbeat file is written meanwhile (`sqlflow status` takes a heartbeat older
+    than 30 s for a dead service)."""
+    import time
+
+    from sqlflow.runtime import heartbeat
+    from sqlflow.runtime.service import Service
+
+    ctx = SimpleNamespace(spark=object(), project_dir=tmp_path, target=SimpleNamespace(name="connect"))
+    service = Service(ctx, [], trigger="1 second",
+                      on_event=lambda e: None)
+    service.beat_s = 0.05
+    with service._beating():
+        time.sleep(0.5)
+        beat = heartbeat.read(tmp_path)
+    assert beat is not None and beat["running"] and time.time() - beat["updated_at"] < 1

@@ -32,8 +32,9 @@ from __future__ import annotations
 import signal
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -117,6 +118,7 @@ class Service:
         # Kafka sources' live archive queries (`runtime.kafka.live`)
         self.companions = list(companions)
         self.stop_timeout_s, self.metrics, self.poll_s = stop_timeout_s, metrics, poll_s
+        self.beat_s = 5.0  # the heartbeat's period while the loop waits (`_beating`)
         self.stop = stop or threading.Event()
         self.lock = threading.Lock()
         self.project_dir = Path(ctx.project_dir)
@@ -284,25 +286,44 @@ class Service:
         except Exception:  # the query stopped under us: the poll's next state check sees it
             return
         began = time.monotonic()
-        self._halt(r)
-        deadline = began + self.stop_timeout_s + 30
-        while r.query.isActive and time.monotonic() < deadline and not self.stop.is_set():
-            self.stop.wait(0.2)
-        self._remote_batches(r)  # what it committed before it stopped
-        if r.query.isActive:  # a stop that did not end it (or the service stops): no step
-            return
-        if r.query.exception() is not None:
-            self._failed(r, time.monotonic())
-            return
+        with self._beating():  # the loop waits for the cycle: `sqlflow status` must not
+            self._halt(r)
+            deadline = began + self.stop_timeout_s + 30
+            while r.query.isActive and time.monotonic() < deadline and not self.stop.is_set():
+                self.stop.wait(0.2)
+            self._remote_batches(r)  # what it committed before it stopped
+            if r.query.isActive:  # a stop that did not end it (or the service stops): no step
+                return
+            if r.query.exception() is not None:
+                self._failed(r, time.monotonic())
+                return
+            try:
+                r.idle.pad(r.fn)  # its report reaches `on_batch` through the batch function
+            except Exception as exc:
+                self._failed(r, time.monotonic(), exc)
+                return
+            if self.stop.is_set():
+                self._set(r, "stopped")
+                return
+            self._start(r, after_idle=began)
+
+    @contextmanager
+    def _beating(self) -> Iterator[None]:
+        """Keep the heartbeat fresh while the loop waits for something long (a stop, pad,
+        start cycle: tens of seconds on a loaded server), so the service is not taken for
+        dead (`sqlflow status`: a heartbeat older than 30 s)."""
+        done = threading.Event()
+
+        def beat() -> None:
+            while not done.wait(self.beat_s):
+                self._beat(running=True)
+        thread = threading.Thread(target=beat, name="sqlflow-heartbeat", daemon=True)
+        thread.start()
         try:
-            r.idle.pad(r.fn)  # its report reaches `on_batch` through the batch function
-        except Exception as exc:
-            self._failed(r, time.monotonic(), exc)
-            return
-        if self.stop.is_set():
-            self._set(r, "stopped")
-            return
-        self._start(r, after_idle=began)
+            yield
+        finally:
+            done.set()
+            thread.join()
 
     def _remote_batches(self, r: Region) -> None:
         """Over Connect: report the batches the server committed since the last report. A
