@@ -15,9 +15,10 @@ Connect what it archives locally.
 
 The stream service (an interval trigger) runs over Connect, supervised from this process
 through the queries' handles: rows appended to a source while it runs reach the sink, SIGTERM
-stops it, and the table equals the reference's. What cannot run over Connect with pyspark 4.2
-is refused before any work, with the reason and the alternative (docs/deploy.md, "Spark
-Connect"): a model whose `idle_timeout` pads under an interval trigger, and the demo generator.
+stops it, and the table equals the reference's. An idle input's `idle_timeout` pads while it
+runs (an `incremental` outer join, its query stopped around the step), equal to the batch plan. What cannot run over Connect with
+pyspark 4.2 is refused before any work, with the reason and the alternative (docs/deploy.md,
+"Spark Connect"): here the demo generator.
 """
 
 from __future__ import annotations
@@ -221,27 +222,115 @@ def test_connect_stream_service_equals_local(spark, local_run, connect_server, c
         assert (want.exceptAll(mine).collect(), mine.exceptAll(want).collect()) == ([], []), table
 
 
-@pytest.mark.parametrize("command", [
-    ["run", "--mode", "stream", "--trigger", "10 seconds", "--select", "dwd_ad_click_samples"],
-    ["demo", "generate", *DEMO],
-])
-def test_what_cannot_run_over_connect_says_why_and_what_instead(connect_server, tmp_path, command):
-    """The demo generator, and with an interval trigger a model whose `idle_timeout` pads
-    (here the left interval join `dwd_ad_click_samples`, given one): named, at its file."""
+IDLE_JOIN = """
+SELECT i.req_id, i.imp_ts, c.click_ts, CASE WHEN c.req_id IS NULL THEN 0 ELSE 1 END AS label,
+       to_date(i.imp_ts) AS dt
+FROM {{ source('ods', 'imps') }} AS i
+LEFT JOIN {{ source('ods', 'clicks') }} AS c
+  ON i.req_id = c.req_id AND c.click_ts BETWEEN i.imp_ts AND i.imp_ts + INTERVAL 20 MINUTES"""
+IDLE_MODEL = "{{ config(materialized='streaming_table', partition_by=['dt'], " \
+    "idle_timeout='3 seconds') }}" + IDLE_JOIN  # a left interval join, idle after 3 s
+IDLE_PROFILES = """\
+sqlflow:
+  target: local
+  outputs:
+    local: {type: spark, method: session, host: NA, schema: dw_idle}
+    connect:
+      type: spark
+      method: session
+      host: NA
+      schema: dw_idle
+      server_side_parameters: {spark.remote: "{{ env_var('SQLFLOW_SPARK_REMOTE') }}"}
+"""
+
+
+def test_connect_service_pads_an_idle_input_equal_to_batch(spark, connect_server, tmp_path):
+    """`idle_timeout` of an `incremental` left interval join under the stream service over
+    Connect. The clicks bring rows in the first micro-batch only, then go idle: the service
+    stops the query, pads from this process the impressions the impressions' own frontier
+    closes (12:00 - 10 min of the clicks' lateness - 20 min of the bound: before 11:30), and
+    starts it again from its checkpoint; an impression appended then reaches the restarted
+    query, and a second step pads up to 12:10. The sink and its quarantine equal the batch
+    plan's output (the local session's backfill of the same inputs), EXCEPT ALL both ways, up
+    to the idle cutoff plus every matched row (the later impressions stay pending, as they
+    would locally): a row written twice would be left over."""
+    from helpers import ad_sources_yml, make_project
+    from runtime.adkit import CLICK_SCHEMA, IMP_SCHEMA, at, click, imp
+    from sqlflow.compiler import compile_project
+    from sqlflow.engine.context import Context
+    from sqlflow.runtime.batch import run_batch
+
+    project = make_project(tmp_path / "project", models={"idle_samples.sql": IDLE_MODEL},
+                           yml={"sources.yml": ad_sources_yml("ods_idle")}, profiles_yml=IDLE_PROFILES)
+    inputs = connect_server.state / "inputs" / "ods_idle"
+    imps = [imp("r1", 1, at(1, 10, 0)), imp("r2", 1, at(1, 10, 10)), imp("r3", 1, at(1, 10, 30)),
+            imp("r4", 1, at(1, 11, 0)), imp("r5", 1, at(1, 11, 40)), imp("r6", 1, at(1, 12, 0)),
+            imp("late", 1, at(1, 10, 0), at(1, 10, 20))]  # 20 min late: quarantined
+    clicks = [click("r1", at(1, 10, 5)), click("r2", at(1, 10, 15))]
+    for name, rows, schema in (("imps", imps, IMP_SCHEMA), ("clicks", clicks, CLICK_SCHEMA)):
+        spark.createDataFrame(rows, schema).coalesce(1).write.format("delta").save(str(inputs / name))
+    done = subprocess.run([sys.executable, "-c", REGISTER, connect_server.url,
+                           *(f"ods_idle.{n}={inputs / n}" for n in ("imps", "clicks"))],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    env = {**os.environ, "SQLFLOW_SPARK_REMOTE": connect_server.url, "PYTHONUNBUFFERED": "1"}
+    log = tmp_path / "service.log"
+    steps = re.compile(r"^idle_samples idle timeout after batch (\d+): padded (\d+)", re.M)
+    again = re.compile(r"^idle_samples: running again .*start: ([\d.]+)s\)", re.M)
+    got = connect_server.state / "warehouse" / "dw_idle.db"
+    with open(log, "w") as out:
+        service = subprocess.Popen([*SQLFLOW, "--project-dir", str(project), "--target", "connect", "run",
+                                    "--mode", "stream", "--trigger", "1 second", "--select", "idle_samples",
+                                    "--stop-timeout", "60 seconds"],
+                                   env=env, cwd=project, stdout=out, stderr=subprocess.STDOUT)
+    try:
+        text = lambda: log.read_text(errors="replace")  # noqa: E731
+        _wait(lambda: len(again.findall(text())) >= 1, log, service, seconds=600)
+        assert [m[0] for m in steps.findall(text())] == ["0"], text()[-4000:]
+        spark.createDataFrame([imp("r7", 1, at(1, 12, 40))], IMP_SCHEMA).coalesce(1) \
+            .write.format("delta").mode("append").save(str(inputs / "imps"))
+        _wait(lambda: len(again.findall(text())) >= 2, log, service, seconds=300)
+        service.send_signal(signal.SIGTERM)
+        assert service.wait(timeout=120) == 0, text()[-4000:]
+    finally:
+        if service.poll() is None:
+            service.kill()
+            service.wait()
+    said = text()
+    assert "failed" not in said and "restarting" not in said, said[-4000:]
+    # the first step pads r3 and r4 (before 11:30), the second r5 and r6 (before 12:10)
+    assert [(int(b), int(n)) for b, n in steps.findall(said)] == [(0, 2), (1, 2)], said[-4000:]
+    # the batch plan over the same inputs, in the local session
+    spark.sql("CREATE DATABASE IF NOT EXISTS ods_idle")
+    for name in ("imps", "clicks"):
+        spark.sql(f"CREATE TABLE IF NOT EXISTS ods_idle.{name} USING DELTA LOCATION '{inputs / name}'")
+    ctx = Context.with_session(spark, project)
+    try:
+        plans = compile_project(project, mode="batch", target=ctx.target)
+        plans.raise_if_errors()
+        run_batch(ctx, plans.plans["idle_samples"])
+        closed = (F.col("label") == 1) | (F.col("imp_ts") < F.lit(at(1, 12, 10)))
+        for table, where in (("idle_samples", closed), ("idle_samples__quarantine", F.lit(True))):
+            want = spark.table(f"dw_idle.{table}").where(where).drop("origin")
+            mine = spark.read.format("delta").load(str(got / table)).select(*want.columns)
+            assert want.count() > 0, table
+            assert (want.exceptAll(mine).collect(), mine.exceptAll(want).collect()) == ([], []), table
+    finally:
+        for db in ("ods_idle", "dw_idle"):
+            spark.sql(f"DROP DATABASE IF EXISTS {db} CASCADE")
+
+
+def test_what_cannot_run_over_connect_says_why_and_what_instead(connect_server, tmp_path):
+    """The demo generator: refused before any work, with the reason and the alternative."""
     project = copy_project(tmp_path / "project")
-    config = yaml.safe_load((project / "dbt_project.yml").read_text())
-    config["models"]["sqlflow_demo"]["dwd"]["dwd_ad_click_samples"] = {"+idle_timeout": "10 minutes"}
-    (project / "dbt_project.yml").write_text(yaml.safe_dump(config, sort_keys=False))
     env = {**os.environ, "SQLFLOW_SPARK_REMOTE": connect_server.url}
-    done = subprocess.run([*SQLFLOW, "--project-dir", str(project), "--target", "connect", *command],
-                          env=env, cwd=project, capture_output=True, text=True, timeout=120)
+    done = subprocess.run([*SQLFLOW, "--project-dir", str(project), "--target", "connect", "demo",
+                           "generate", *DEMO], env=env, cwd=project, capture_output=True, text=True,
+                          timeout=120)
     said = " ".join((done.stdout + done.stderr).split())
     assert done.returncode == 1, said[-2000:]
     assert "over Spark Connect (target `connect`)" in said and "cannot run" in said, said[-2000:]
     assert "`cluster` target" in said and "docs/deploy.md" in said, said[-2000:]
-    if command[0] == "run":
-        assert "model `dwd_ad_click_samples` sets `idle_timeout`" in said, said[-2000:]
-        assert "dwd_ad_click_samples.sql" in said and "--trigger available-now" in said, said[-2000:]
 
 
 @pytest.mark.dbt

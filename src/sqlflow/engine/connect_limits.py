@@ -13,12 +13,14 @@ versions. A routed group's `_SUCCESS` markers are created by the server
 (the stream service) runs over Connect too: this process supervises each query through its
 `StreamingQuery` handle (restarts, `sqlflow ctl pause`/`resume`, SIGTERM) and builds its
 progress and metrics from the query's progress and the commit log once a batch committed
-(`runtime/service.py`). What still cannot run (docs/deploy.md, "Spark Connect"):
+(`runtime/service.py`). With `idle_timeout`, the idle step of an `incremental` outer join of two
+streams, which locally shares a lock with the batches, runs with the model's query stopped
+(stop, pad, start again from the checkpoint, only when the step would pad:
+`runtime/incremental/remote_idle.py`), and a `stateful` model's idle watch, which only appends
+a heartbeat to an input, runs beside the query; both read when the inputs last brought rows
+from the query's offset log (`runtime/input_activity.py`). What still cannot run
+(docs/deploy.md, "Spark Connect"):
 
-- with an interval trigger, a model whose `idle_timeout` pads what an idle input holds open
-  (an outer join of two streams, or the `stateful` strategy): the padding step runs in this
-  process and must never run beside a micro-batch, which over Connect runs in the server's
-  worker, where no lock of this process reaches (`refuse_idle_padding`);
 - `sqlflow ctl rate`: it holds the next micro-batch from the callback each batch's report
   reaches in this process, which over Connect is never called while the query runs;
 - Kafka sources of one alignment group: the `Aligner` that holds their queries against each
@@ -33,17 +35,11 @@ should a model's still be too deep, `nesting_error` says so instead of a traceba
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
-from sqlflow.errors import Diagnostic, Location, SqlflowError
+from sqlflow.errors import SqlflowError
 from sqlflow.project.profiles import Target
 
 # what cannot run over Connect -> why (the sentence after "because")
 LIMITS = {
-    "idle": "with an interval trigger, `idle_timeout` pads what an idle input holds open in a step "
-            "this process runs between micro-batches, kept apart from them by a lock of this "
-            "process; over Connect the server's Python worker runs every micro-batch, and no lock "
-            "reaches it, so the step could write the sink and the state tables beside a batch",
     "rate": "`sqlflow ctl rate` holds a model's next micro-batch from the callback each batch's "
             "report reaches in this process; over Connect the server's Python worker runs the "
             "batches and that callback is never called while the query runs (cap the read per "
@@ -84,32 +80,6 @@ def connect_error(target_name: str, what: str) -> SqlflowError:
     """The error for `what` (a key of LIMITS) over the Connect target `target_name`."""
     return SqlflowError(f"`{what}` cannot run over Spark Connect (target `{target_name}`): {LIMITS[what]}",
                         hint=ALTERNATIVE)
-
-
-def refuse_idle_padding(target: Target | None, padded: Sequence[tuple[str, str]]) -> None:
-    """Over a Spark Connect target, refuse the models `padded` [(model, file)] that need the
-    idle-timeout padding step under an interval trigger (LIMITS["idle"]), each at its file,
-    before any work; do nothing otherwise (docs/deploy.md, "The stream service over Connect").
-
-    >>> from sqlflow.project.profiles import Target
-    >>> t = Target(name="connect", type="spark", method="session", schema="dw",
-    ...            server_side_parameters={"spark.remote": "sc://h:15002"})
-    >>> refuse_idle_padding(t, [("m", "models/m.sql")])
-    Traceback (most recent call last):
-    ...
-    sqlflow.errors.SqlflowError: models/m.sql: error: model `m` sets `idle_timeout` and cannot run with an interval trigger over Spark Connect (target `connect`): ...
-    >>> refuse_idle_padding(t, [])
-    """
-    if target is None or not target.is_connect or not padded:
-        return
-    names = ", ".join(f"`{m}`" for m, _ in padded)
-    hint = (f"run {names} with `--trigger available-now` over Connect (its end-of-input flush "
-            f"pads what is pending), leave {'it' if len(padded) == 1 else 'them'} out of the "
-            f"service (`--exclude`), or {ALTERNATIVE}")
-    raise SqlflowError(diagnostics=[Diagnostic(
-        f"model `{model}` sets `idle_timeout` and cannot run with an interval trigger over Spark "
-        f"Connect (target `{target.name}`): {LIMITS['idle']}", Location(path), hint)
-        for model, path in padded])
 
 
 def nesting_error(exc: BaseException) -> SqlflowError | None:

@@ -100,7 +100,8 @@ def check_stream(spark: SparkSession, plan: StreamingPlan) -> None:
 def needs_idle_padding(plan: Plan) -> bool:
     """The plan's `idle_timeout` pads, under an interval trigger, what an idle input holds
     open, in a step its runtime runs beside the query: an `incremental` outer join of two
-    streams (`MicroBatch.idle_check`) or a `stateful` model (`IdleWatch`)."""
+    streams (`MicroBatch.idle_check`; over Spark Connect the stream service runs it with the
+    query stopped, `incremental.remote_idle`) or a `stateful` model (`IdleWatch`)."""
     if not isinstance(plan, StreamPlan) or not plan.idle_timeout_us:
         return False
     return plan.strategy == "stateful" or bool(padding.sides(plan))

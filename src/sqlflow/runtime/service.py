@@ -16,8 +16,11 @@ supervises each query through its `StreamingQuery` handle as it does locally (re
 pause/resume, stop) and, once the checkpoint has a new commit, reads what the batches did from
 the query's progress and the commit log (`dispatch.remote_reports`) and feeds those reports to
 the same callback. `sqlflow ctl rate` cannot hold a batch there (it is ignored, and `ctl rate`
-refuses it), and models that need the idle-timeout padding are refused before the service
-starts (`connect_limits.refuse_idle_padding`).
+refuses it). The idle-timeout step of an `incremental` outer join, which locally shares a lock
+with the batches, runs with the model's query stopped: stop, pad, start again from the
+checkpoint, and only when the step would pad (`incremental.remote_idle`); a `stateful` model's
+idle watch only appends a heartbeat to an input and runs beside the query as it does locally,
+reading when the inputs last brought rows from the offset log (`runtime.input_activity`).
 
 A stop (SIGTERM, Ctrl-C, or `stop`) stops every query within `stop_timeout_s`: Spark lets a
 running micro-batch finish or abandons it; an abandoned batch is replayed after the restart
@@ -29,8 +32,9 @@ from __future__ import annotations
 import signal
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -40,6 +44,7 @@ from sqlflow.runtime import control, dispatch, heartbeat
 from sqlflow.runtime.batchfn import query_failed
 from sqlflow.runtime.env_errors import written_paths
 from sqlflow.runtime.incremental import remote
+from sqlflow.runtime.incremental.remote_idle import RemoteIdle
 from sqlflow.runtime.query import checkpoint_dir, committed, rebuild_command, settled
 from sqlflow.runtime.restarts import RestartBudget
 from sqlflow.runtime.results import StreamRow
@@ -60,6 +65,9 @@ class RegionEvent:
     delay: float | None = None
 
     def line(self) -> str:
+        if self.state == "running" and self.delay is not None:
+            return (f"{self.model}: running again after its idle-timeout step "
+                    f"(stop, pad, start: {self.delay:.1f}s)")
         if self.state == "restarting":
             return f"{self.model}: query failed, restarting in {self.delay:.1f}s: {self.error}"
         if self.state == "failed":
@@ -83,6 +91,7 @@ class Region:
     error: SqlflowError | None = None
     on_batch: Any = None
     seen: int = -1  # over Connect: the newest batch id reported
+    idle: RemoteIdle | None = None  # over Connect: an outer join's idle step (`remote_idle`)
 
 
 def stop_signals(stop: threading.Event) -> Callable[[], None]:
@@ -109,6 +118,7 @@ class Service:
         # Kafka sources' live archive queries (`runtime.kafka.live`)
         self.companions = list(companions)
         self.stop_timeout_s, self.metrics, self.poll_s = stop_timeout_s, metrics, poll_s
+        self.beat_s = 5.0  # the heartbeat's period while the loop waits (`_beating`)
         self.stop = stop or threading.Event()
         self.lock = threading.Lock()
         self.project_dir = Path(ctx.project_dir)
@@ -170,6 +180,7 @@ class Service:
                     self._failed(r, now)
                 elif self.remote:
                     self._remote_batches(r)
+                    self._remote_idle(r)
                 else:
                     self._idle_check(r)
             elif state == "restarting" and now >= r.restart_at and not paused:
@@ -198,17 +209,33 @@ class Service:
         written = {t.lower() for o in self.regions if o is not r for t, _ in o.plan.outputs}
         return sorted({b.relation.lower() for b in r.plan.sources} & written)
 
-    def _start(self, r: Region) -> None:
+    def _start(self, r: Region, *, after_idle: float | None = None) -> None:
+        """Start `r`'s query; `after_idle`: when (monotonic) its stop for an idle step over
+        Connect began (`_remote_idle`): the region keeps what it knows of its idle inputs."""
         trigger = self.trigger or r.plan.trigger
         r.on_batch = self._on_batch(r)
+        r.query, r.fn = None, None
         try:
             r.query, r.fn = dispatch.start_stream(self.ctx, r.plan, trigger=trigger,
                                                   on_batch=r.on_batch)
+            if after_idle is None:
+                r.idle = self._idle_watch(r)
         except Exception as exc:  # refused or failed to start: the same budget as a failure
+            self._halt(r)  # a query that started before the failure
             r.query, r.fn = None, None
             self._failed(r, time.monotonic(), exc)
             return
-        self._set(r, "running")
+        self._set(r, "running", **({} if after_idle is None else
+                                   {"delay": time.monotonic() - after_idle}))
+
+    def _idle_watch(self, r: Region) -> RemoteIdle | None:
+        """Over Connect, for an `incremental` outer join whose `idle_timeout` pads: what decides
+        when to stop its query for the idle step (a `stateful` model's watch runs beside its
+        query, `stateful.stream.IdleWatch`)."""
+        plan = r.plan
+        if not self.remote or not dispatch.needs_idle_padding(plan) or plan.strategy == "stateful":
+            return None
+        return RemoteIdle.of(self.ctx.spark, plan, checkpoint_dir(self.project_dir, plan))
 
     def _failed(self, r: Region, now: float, exc: BaseException | None = None) -> None:
         cause = exc or (r.query.exception() if r.query is not None else None)
@@ -245,6 +272,58 @@ class Service:
     def _idle_check(self, r: Region) -> None:
         if getattr(r.plan, "idle_timeout_us", None) and hasattr(r.fn, "idle_check"):
             r.fn.idle_check(lambda: settled(r.fn.checkpoint))
+
+    def _remote_idle(self, r: Region) -> None:
+        """Over Connect: the idle-timeout step of an outer join, when it would pad, with the
+        query stopped (stop, wait until inactive, pad here, start again from the checkpoint:
+        `incremental.remote_idle`). A query that failed meanwhile, or a step that failed,
+        takes the failure path (its restart's `redo` finishes a recorded step)."""
+        if r.idle is None or r.query is None:
+            return
+        try:
+            if not r.idle.due(r.fn):
+                return
+        except Exception:  # the query stopped under us: the poll's next state check sees it
+            return
+        began = time.monotonic()
+        with self._beating():  # the loop waits for the cycle: `sqlflow status` must not
+            self._halt(r)
+            deadline = began + self.stop_timeout_s + 30
+            while r.query.isActive and time.monotonic() < deadline and not self.stop.is_set():
+                self.stop.wait(0.2)
+            self._remote_batches(r)  # what it committed before it stopped
+            if r.query.isActive:  # a stop that did not end it (or the service stops): no step
+                return
+            if r.query.exception() is not None:
+                self._failed(r, time.monotonic())
+                return
+            try:
+                r.idle.pad(r.fn)  # its report reaches `on_batch` through the batch function
+            except Exception as exc:
+                self._failed(r, time.monotonic(), exc)
+                return
+            if self.stop.is_set():
+                self._set(r, "stopped")
+                return
+            self._start(r, after_idle=began)
+
+    @contextmanager
+    def _beating(self) -> Iterator[None]:
+        """Keep the heartbeat fresh while the loop waits for something long (a stop, pad,
+        start cycle: tens of seconds on a loaded server), so the service is not taken for
+        dead (`sqlflow status`: a heartbeat older than 30 s)."""
+        done = threading.Event()
+
+        def beat() -> None:
+            while not done.wait(self.beat_s):
+                self._beat(running=True)
+        thread = threading.Thread(target=beat, name="sqlflow-heartbeat", daemon=True)
+        thread.start()
+        try:
+            yield
+        finally:
+            done.set()
+            thread.join()
 
     def _remote_batches(self, r: Region) -> None:
         """Over Connect: report the batches the server committed since the last report. A

@@ -68,9 +68,6 @@ def run_cmd(mode: Mode, trigger: str | None, start, end, select: tuple[str, ...]
     triggers the run is a service: a failing model is restarted alone, SIGTERM or Ctrl-C
     stops every query, and the exit code is 1 if any model ended failed.
     """
-    from sqlflow.engine.connect_limits import refuse_idle_padding
-    from sqlflow.project.runmode import AVAILABLE_NOW
-    from sqlflow.runtime.dispatch import needs_idle_padding
     from sqlflow.workflows.run import plans_for_run, run_batch_plans, run_stream_plans
 
     ctx = context()
@@ -85,9 +82,6 @@ def run_cmd(mode: Mode, trigger: str | None, start, end, select: tuple[str, ...]
                            hint="a backfill reads the Kafka sources' archives, not the topics")
     plans = plans_for_run(ctx, mode, err_console, select=select, vars=parse_vars(vars_text),
                           exclude=exclude, adopt_dbt_tables=adopt_dbt_tables)
-    # docs/deploy.md, "The stream service over Connect": what cannot run there
-    refuse_idle_padding(ctx.target, [(p.model, p.path) for p in plans if needs_idle_padding(p)
-                                     and (trigger or getattr(p, "trigger", AVAILABLE_NOW)) != AVAILABLE_NOW])
     if mode == "stream":
         try:
             timeout = parse_duration(stop_timeout).total_seconds()

@@ -423,14 +423,18 @@ class MicroBatch(BatchFunction):
             prev = padding.read_progress(self.spark, self.progress)
             return self._close("flush", prev, padding.flush(prev))
 
-    def idle_check(self, settled: Callable[[], bool]) -> BatchReport | None:
+    def idle_check(self, settled: Callable[[], bool],
+                   last_rows: dict[str, float] | None = None) -> BatchReport | None:
         """Pad what an idle input's timeout closes (see `padding.idle`); `settled` says no
-        micro-batch is in flight or waiting for its replay."""
+        micro-batch is in flight or waiting for its replay. `last_rows`: when each input last
+        brought rows, when the batches do not run here (over Spark Connect, read from the
+        offset log: `runtime.input_activity`); else as the batches noted it."""
         timeout = self.plan.idle_timeout_us
         if not self.outer or timeout is None:
             return None
         now = time.monotonic()
-        idle = {r for r, t in self.last_rows.items() if (now - t) * 1e6 >= timeout}
+        seen = self.last_rows if last_rows is None else last_rows
+        idle = {r for r, t in seen.items() if (now - t) * 1e6 >= timeout}
         if not idle:
             return None
         with self.lock:
@@ -439,6 +443,17 @@ class MicroBatch(BatchFunction):
             assert self.spark is not None  # given where the query starts
             prev = padding.read_progress(self.spark, self.progress)
             return self._close("idle", prev, padding.idle(prev, self.outer, idle))
+
+    def idle_due(self, idle: set[str]) -> bool:
+        """Whether an idle step for the inputs `idle` would move a preserved side's cutoff
+        (`padding.idle`), read from the progress table: it writes nothing and takes no lock,
+        so it may run beside a micro-batch (the stream service over Spark Connect asks it
+        before it stops a query for the step, docs/deploy.md)."""
+        if not self.outer or not idle:
+            return False
+        assert self.spark is not None  # given where the query starts
+        prev = padding.read_progress(self.spark, self.progress)
+        return padding.idle(prev, self.outer, idle) is not None
 
     def redo(self) -> BatchReport | None:
         """At start: write again the last recorded flush/idle step (recorded first, written

@@ -43,7 +43,11 @@ it is never emitted, not even on the preserved side of an outer join.
   partitions marked dirty): a bounded run is an end of input.
 - Idle inputs (interval triggers, `idle_timeout`): when no input brought rows for the
   timeout, `IdleWatch` writes the same heartbeat, closing everything as if the watermark had
-  passed, so padded rows do not wait for the next row forever.
+  passed, so padded rows do not wait for the next row forever. The heartbeat is an append to
+  an input of the query, never a write of what the batches write, so the watch runs beside
+  the batches without a lock; over Spark Connect, where the server's Python worker runs the
+  batches, it reads when the inputs last brought rows from the query's offset log
+  (`runtime.input_activity`) instead of the batch function's memory (docs/deploy.md).
 """
 
 from __future__ import annotations
@@ -75,6 +79,7 @@ from sqlflow.runtime.delta.sinks import BatchId, PartitionWrite, WriteResult, wr
 from sqlflow.runtime.env_errors import written_paths
 from sqlflow.runtime.incremental import remote
 from sqlflow.runtime.incremental.microbatch import SIDE, BatchReport
+from sqlflow.runtime.input_activity import InputActivity, table_ids
 from sqlflow.runtime.ownership import quarantine_sink
 from sqlflow.runtime.query import (
     AVAILABLE_NOW,
@@ -194,6 +199,10 @@ def start(ctx: Context, plan: StreamPlan, *, trigger: str = AVAILABLE_NOW,
         # views are dropped after it (docs/deploy.md, "Spark Connect")
         batches = (RemoteStatefulBatch(plan, sides, str(checkpoint.resolve()))
                    if remote.is_remote(spark) else fn)
+        watched = trigger != AVAILABLE_NOW and bool(plan.idle_timeout_us)
+        # over Connect the idle watch reads the offset log from before the first batch on
+        activity = (InputActivity(checkpoint, table_ids(spark, [b.relation for b in sides]))
+                    if watched and remote.is_remote(spark) else None)
         before = spark.conf.get(POLICY, None)
         spark.conf.set(POLICY, "max")  # captured by the query at start (and kept in its checkpoint)
         try:
@@ -207,8 +216,8 @@ def start(ctx: Context, plan: StreamPlan, *, trigger: str = AVAILABLE_NOW,
     finally:
         for b in sides:
             spark.catalog.dropTempView(b.view)
-    if trigger != AVAILABLE_NOW and plan.idle_timeout_us:
-        IdleWatch(ctx.spark, plan, fn, query).start()
+    if watched:
+        IdleWatch(ctx.spark, plan, fn, query, activity).start()
     return query, fn
 
 
@@ -425,32 +434,50 @@ class IdleWatch(threading.Thread):
     """For interval triggers: when no input brought rows for `idle_timeout`, close everything
     as if the watermark had passed (docs/design.md §2.6): the same heartbeat as the end of a bounded run.
     (One input idle while others bring rows never holds the watermark back: the query's
-    watermark is the maximum over inputs.)"""
+    watermark is the maximum over inputs.) `activity`: over Spark Connect, when the inputs
+    last brought rows, read from the offset log (the batch function `fn` runs on the server)."""
 
-    def __init__(self, spark: SparkSession, plan: StreamPlan, fn: StatefulBatch, query):
+    def __init__(self, spark: SparkSession, plan: StreamPlan, fn: StatefulBatch, query,
+                 activity: InputActivity | None = None):
         super().__init__(name=f"sqlflow-idle-{plan.model}", daemon=True)
         self.spark, self.plan, self.fn, self.query = spark, plan, fn, query
+        self.activity = activity
         self.timeout = (plan.idle_timeout_us or 0) / 1e6
         self.sent = 0
+        self.scanned: float | None = None  # `last` when the inputs were last scanned
 
     def run(self) -> None:
-        while self.query.isActive:
+        while self._active():
             time.sleep(min(max(self.timeout / 4, 0.2), 5.0))
             try:
                 self.check()
             except Exception:  # the query may have stopped under us; the loop condition sees it
-                if self.query.isActive:
+                if self._active():
                     raise
 
+    def _active(self) -> bool:
+        """The query runs; False once its session is gone (over Spark Connect `isActive` asks
+        the server, which fails while the process exits)."""
+        try:
+            return bool(self.query.isActive)
+        except Exception:
+            return False
+
     def check(self) -> None:
-        if all(t is None for t in self.fn.newest_us):
+        if self.activity is not None:
+            self.activity.refresh()
+            read, last = bool(self.activity.brought), max(self.activity.last.values(), default=0.0)
+        else:
+            read, last = any(t is not None for t in self.fn.newest_us), max(self.fn.last_rows_at)
+        if not read:
             return  # nothing read in this run: nothing pending here
-        if time.monotonic() - max(self.fn.last_rows_at) < self.timeout:
-            return
+        if time.monotonic() - last < self.timeout or last == self.scanned:
+            return  # not idle, or no rows since the last scan: the target has not moved
         target = flush_target(self.spark, self.plan, self.fn.checkpoint)
         if target is not None and target > self.sent:
             write_heartbeat(self.spark, self.plan, target, "idle")
             self.sent = target
+        self.scanned = last
 
 
 # --- a bounded or endless run -----------------------------------------------------------------------
