@@ -15,6 +15,8 @@ The last line is machine-readable:
 
     scale: <run>=<max deviation %>/<heap ratio>x ...
 
+With `--rounds 1` each size's first run (the batch plan) also pays its process's JVM warm-up,
+which weighs most at the smallest size; `--rounds 2` reports each run's faster round.
 A benchmark, not a test: nothing asserts a time. Each size runs the whole interval_join bench,
 so 16M rows takes long on two cores (the generator alone writes 16M impressions); progress is
 printed per size.
