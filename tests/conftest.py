@@ -39,13 +39,6 @@ def _shared_folder(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="session")
-def shared_tmp(tmp_path_factory) -> Path:
-    """A folder both xdist workers of this run see (for work done once per run, whichever
-    worker asks first: the cluster tests' reference run, tests/cluster/demo_runs.py)."""
-    return _shared_folder(tmp_path_factory)
-
-
-@pytest.fixture(scope="session")
 def spark(spark_state, tmp_path_factory):
     """The one SparkSession of the test run: local target of profiles.yml, state in tmp."""
     from sqlflow.engine.session import build_session
@@ -72,16 +65,11 @@ def spark(spark_state, tmp_path_factory):
     session.stop()
 
 
-# Test folders whose files share a server started once per session (a Kafka broker): under
-# xdist each folder runs on one worker. (tests/cluster/ is not one: its standalone cluster and
-# its Connect server each serve one file, and the local reference run both compare with is
-# made once per run, by the first worker that needs it, tests/cluster/demo_runs.py.)
-_SHARED_SERVER_GROUPS = {"kafka_io": "kafka"}
-# the slowest groups, started first so no worker is left with one of them at the end; the
-# two cluster files first, one on each worker (each is a long serial chain of `sqlflow`
-# processes: together they were longer than the rest of either worker's work)
-_SLOW_FIRST = ("cluster/test_cluster_demo.py", "cluster/test_connect_demo.py", "kafka",
-               "test_dbt_parity.py", "test_dbt_project_parity.py", "test_dbt_incremental.py",
+# Test folders whose files share a server started once per session (a Kafka broker, a
+# standalone cluster and a Connect server): under xdist each folder runs on one worker.
+_SHARED_SERVER_GROUPS = {"kafka_io": "kafka", "cluster": "cluster"}
+# the slowest groups, started first so no worker is left with one of them at the end
+_SLOW_FIRST = ("cluster", "kafka", "test_dbt_parity.py", "test_dbt_project_parity.py", "test_dbt_incremental.py",
                "runtime/test_routing.py", "test_demo_data.py")
 
 
@@ -91,8 +79,6 @@ def _group(nodeid: str) -> str:
 
     >>> _group("tests/kafka_io/test_archive.py::test_x"), _group("tests/runtime/test_a.py::t[1]")
     ('kafka', 'runtime/test_a.py')
-    >>> _group("tests/cluster/test_connect_demo.py::test_x")
-    'cluster/test_connect_demo.py'
     """
     parts = nodeid.split("::")[0].split("/")[1:]  # the path below tests/
     for part in parts:

@@ -4,7 +4,6 @@ the shared session: EXCEPT ALL both ways over every column, never a row count al
 
 from __future__ import annotations
 
-import fcntl
 import os
 import shutil
 import subprocess
@@ -101,73 +100,37 @@ def assert_same_tables(spark, got: Path, want: Path, databases: tuple[str, ...] 
 
 
 class Reference:
-    """The reference run (`sqlflow demo` on `local[2]`: generate, then every model in batch),
-    made once per test run in `folder` (a folder both xdist workers see): the first worker to
-    launch it starts it in the background and holds `folder/reference.lock` until it has
-    finished; a worker that finds the lock held waits for it in `project()`, then reads the
-    same project folder (nothing writes to it after the run). A reference run that failed, or
-    whose worker never waited for it, is made again by the next one that asks."""
+    """The reference run, started in the background (`sqlflow demo` on `local[2]`: generate,
+    then every model in batch); `project()` waits for it and returns its project folder."""
 
-    def __init__(self, folder: Path, env: dict[str, str]):
-        self.folder, self.env = folder / "project", env
-        self.log, self.done = folder / "reference.log", folder / "reference.done"
-        self.lock = open(folder / "reference.lock", "w")  # noqa: SIM115  (held across calls)
-        self.proc: subprocess.Popen | None = None
-        self.seconds: float | None = None
-        try:
-            fcntl.flock(self.lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return  # another worker is making it
-        if not self.done.exists():
-            self._start()
-
-    def _start(self) -> None:
-        if self.folder.exists():  # a run that failed or was stopped
-            shutil.rmtree(self.folder)
-        copy_project(self.folder)
+    def __init__(self, project: Path, env: dict[str, str]):
+        self.folder, self.log = project, project.parent / "reference.log"
         self.began = time.monotonic()
         with open(self.log, "w") as out:
-            self.proc = subprocess.Popen([*SQLFLOW, "--project-dir", str(self.folder), "--target", "local",
-                                          "demo", *DEMO], env=self.env, cwd=self.folder, stdout=out,
+            self.proc = subprocess.Popen([*SQLFLOW, "--project-dir", str(project), "--target", "local",
+                                          "demo", *DEMO], env=env, cwd=project, stdout=out,
                                          stderr=subprocess.STDOUT, text=True)
+        self.seconds: float | None = None
 
     def project(self) -> Path:
-        """The reference's project folder, once its run has finished (here or on the other
-        worker)."""
-        if self.seconds is not None:
-            return self.folder
-        if self.proc is None:
-            began = time.monotonic()
-            fcntl.flock(self.lock, fcntl.LOCK_EX)  # the other worker's run has ended
-            if self.done.exists():
-                self.seconds = time.monotonic() - began
-                print(f"\nlocal reference demo run (another worker's): waited {self.seconds:.1f}s")
-                fcntl.flock(self.lock, fcntl.LOCK_UN)
-                return self.folder
-            self._start()
-        assert self.proc is not None
-        code = self.proc.wait(timeout=1800)  # a machine under load
-        assert code == 0, f"sqlflow demo (local reference)\n{self.log.read_text()[-4000:]}"
-        self.done.write_text("ok\n")
-        fcntl.flock(self.lock, fcntl.LOCK_UN)
-        self.seconds = time.monotonic() - self.began
-        print(f"\nlocal reference demo run: {self.seconds:.1f}s")
+        if self.seconds is None:
+            code = self.proc.wait(timeout=1800)  # a machine under load
+            assert code == 0, f"sqlflow demo (local reference)\n{self.log.read_text()[-4000:]}"
+            self.seconds = time.monotonic() - self.began
+            print(f"\nlocal reference demo run: {self.seconds:.1f}s")
         return self.folder
 
     def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
+        if self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait()
-        self.lock.close()  # releases the lock if still held
 
 
 @pytest.fixture(scope="session")
-def local_launch(shared_tmp):
-    """Start the reference run of the test run, shared by the cluster and the Connect tests
-    (and by both xdist workers: tests/conftest.py puts the two files on different workers)."""
-    folder = shared_tmp / "cluster_ref"
-    folder.mkdir(exist_ok=True)
-    reference = Reference(folder, {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"})
+def local_launch(tmp_path_factory):
+    """Start the reference run of the session, shared by the cluster and the Connect tests."""
+    project = copy_project(tmp_path_factory.mktemp("cluster_ref") / "project")
+    reference = Reference(project, {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"})
     yield reference
     reference.stop()
 
