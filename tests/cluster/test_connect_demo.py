@@ -37,7 +37,7 @@ import pytest
 import yaml
 from pyspark.sql import functions as F
 
-from cluster.demo_runs import DEMO, SQLFLOW, assert_same_tables, copy_project, sqlflow, tables
+from cluster.demo_runs import DEMO, SQLFLOW, assert_same_tables, copy_project, sqlflow
 
 pytestmark = pytest.mark.spark
 # the demo's routed group, its targets and its quarantine table (a test of their own)
@@ -101,39 +101,26 @@ def test_connect_batch_equals_local(spark, local_run, connect_server, connect_so
 
 
 def test_connect_stream_equals_local(spark, local_run, connect_server, connect_sources, connect_project):
-    """The staging and `dwd` models as `available-now` queries over Connect (after the batch
-    test: --full-refresh drops its tables), equal to the local backfill: both interval joins
-    (the left join's end-of-input flush runs in this process; the inner join on the `stateful`
-    strategy, its flush a second query), and the dimension join."""
+    """Every model as an `available-now` query over Connect (after the batch test:
+    --full-refresh drops its tables), equal to the local backfill: both interval joins (the
+    left join's end-of-input flush runs in this process; the inner join on the `stateful`
+    strategy, its flush a second query), the dimension join, and the routed group (six
+    targets, its UDF, `_SUCCESS` markers on: the default), whose micro-batches the server's
+    Python worker runs (`routing.RemoteRouteBatch`) after its parent `stg_user_events` was
+    rebuilt by a query of its own. Every routed target has its `_SUCCESS` markers in the same
+    partition directories as the reference's (created by the server, `copyFromLocalToFs`: the
+    worker's for hours a batch closed, the client's for the end-of-input flush). One run for
+    all: each `sqlflow` process over Connect starts the server's Python workers again."""
     project, env = connect_project
     out = sqlflow(project, env, "--target", "connect", "run", "--mode", "stream", "--trigger",
                   "available-now", "--full-refresh", "--select", "path:models/staging",
-                  "--select", "path:models/dwd", timeout=1200)
+                  "--select", "path:models/dwd", "--select", "path:models/routed", timeout=1500)
     assert "dwd_ad_click_samples end-of-input flush" in out, out[-2000:]
     assert f"{STATEFUL_MODEL} batch 1" in out, out[-2000:]  # the stateful flush's no-data batch
-    assert_same_tables(spark, connect_server.state / "warehouse", local_run, databases=("dw",),
-                       skip=ROUTED)
-
-
-def test_connect_routed_stream_equals_local(spark, local_run, connect_server, connect_sources,
-                                           connect_project):
-    """The routed group (six targets, its UDF, `_SUCCESS` markers on: the default) as an
-    `available-now` query whose micro-batches the server's Python worker runs
-    (`routing.RemoteRouteBatch`), after its parent `stg_user_events` rebuilt by a query of its
-    own: the targets and the quarantine table equal the reference's backfill, and every
-    target has its `_SUCCESS` markers in the same partition directories as the reference's
-    (created by the server, `copyFromLocalToFs`: the worker's for hours a batch closed, the
-    client's for the end-of-input flush)."""
-    project, env = connect_project
-    out = sqlflow(project, env, "--target", "connect", "run", "--mode", "stream", "--trigger",
-                  "available-now", "--full-refresh", "--select", "stg_user_events",
-                  "--select", "path:models/routed", timeout=1200)
     assert f"{GROUP} batch 0: in (not counted)" in out, out[-2000:]
     assert f"{GROUP} end of input" in out, out[-2000:]
     warehouse = connect_server.state / "warehouse"
-    others = tuple(n.split(".")[-1] for n in tables(local_run)
-                   if n.split(".")[-1] not in (*ROUTED, "stg_user_events", "stg_user_events__quarantine"))
-    assert_same_tables(spark, warehouse, local_run, databases=("dw",), skip=others)
+    assert_same_tables(spark, warehouse, local_run, databases=("dw",))
     for target in ROUTED[:-1]:
         want = _markers(local_run / ".sqlflow" / "warehouse" / "dw.db" / target)
         assert want and _markers(warehouse / "dw.db" / target) == want, target
