@@ -102,7 +102,7 @@ def test_status_reads_checkpoints_and_the_heartbeat_without_a_jvm(tmp_path):
         ModelHealth("clicked", "models/clicked.sql", "", state="failed", restarts=3,
                     last_error="models/clicked.sql:2: stream query failed: boom"),
     ], running=True, now=now)
-    out, seconds = sqlflow(root, "status", "--format", "json")
+    out, _ = sqlflow(root, "status", "--format", "json")
     assert out.returncode == 0, out.stderr + out.stdout
     doc = json.loads(out.stdout)
     assert doc["version"] == 1 and doc["service"]["running"] is True
@@ -120,7 +120,6 @@ def test_status_reads_checkpoints_and_the_heartbeat_without_a_jvm(tmp_path):
     assert f["versions_behind"] == {"ods.imps": 3} and c["versions_behind"] == {"ods.clicks": 2}
     assert (c["state"], c["restarts"], c["last_batch_id"], c["lag_seconds"]) == ("failed", 3, None, None)
     assert "clicked.sql:2" in c["last_error"]
-    assert seconds < 15, seconds  # 2 s on an idle machine; a shared CI box is slower
     # a service gone without a last heartbeat: its models read stopped (a failed one stays failed)
     heartbeat.write(root, [ModelHealth("clicked", "", "", state="failed"),
                            ModelHealth("filtered", "", "", state="running")],
