@@ -96,9 +96,6 @@ def main() -> int:
     parser.add_argument("--trigger", default="4 seconds", help="both queries' processing-time trigger")
     parser.add_argument("--only", default="", help="`sqlflow` or `hand`: measure one of them")
     parser.add_argument("--profile", action="store_true")
-    parser.add_argument("--ab-aqe", action="store_true",
-                        help="also run sqlflow with adaptive execution kept on small batches "
-                             "(`incremental.small_batch.ROWS = 0`), alternating with the default")
     parser.add_argument("--profile-out", default="", help="also save the profile's stats to this file")
     parser.add_argument("--keep", default="", help="build the project in this folder and keep it")
     parser.add_argument("--reuse", default="", help="a folder --keep built: skip the set-up")
@@ -135,8 +132,6 @@ def bench(project: Path, args, fresh: bool = True) -> int:
     lateness = f"{side.allowed_lateness_us + side.future_tolerance_us} microseconds"
     profile = cProfile.Profile() if args.profile else None
     who = [w for w in ("sqlflow", "hand") if not args.only or args.only == w]
-    if args.ab_aqe and "sqlflow" in who:
-        who.insert(1, "sqlflow_aqe")
     runs: dict[str, list[Run]] = {w: [] for w in who}
     load = [os.getloadavg()[0]]
     for n in range(args.rounds):
@@ -144,15 +139,7 @@ def bench(project: Path, args, fresh: bool = True) -> int:
             name = f"mbcost_{w}_{os.getpid()}_{n}"  # new per process: --reuse keeps the folder
             table, checkpoint = f"{OUT}.{name}", project / ".sqlflow" / name
             print(f"round {n + 1}: {w}", flush=True)
-            if w == "sqlflow_aqe":  # the same code with adaptive execution kept on
-                from sqlflow.runtime.incremental import small_batch
-
-                kept, small_batch.ROWS = small_batch.ROWS, 0
-                try:
-                    run = run_sqlflow(ctx, plan, table, checkpoint, args, profile)
-                finally:
-                    small_batch.ROWS = kept
-            elif w == "sqlflow":
+            if w == "sqlflow":
                 run = run_sqlflow(ctx, plan, table, checkpoint, args, profile)
             else:
                 run = run_hand(spark, table, checkpoint, args, lateness)

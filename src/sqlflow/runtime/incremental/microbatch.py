@@ -59,7 +59,7 @@ from sqlflow.runtime.analysis_errors import model_errors
 from sqlflow.runtime.batchfn import BatchFunction, Phases
 from sqlflow.runtime.delta import commitlog, deltalog, once
 from sqlflow.runtime.delta.sinks import BatchId, WriteResult, committed, write
-from sqlflow.runtime.incremental import older, padding, small_batch, state
+from sqlflow.runtime.incremental import older, padding, state
 from sqlflow.runtime.ownership import quarantine_sink
 
 SIDE = "__side"
@@ -150,12 +150,10 @@ class MicroBatch(BatchFunction):
         sources = self.ledger.before(batch_id)  # before caching: an error here leaks nothing
         with phase("new rows"):
             sides = [self._new_rows(spark, df, batch_id, k) for k in range(len(self.sides))]
-        adaptive = None
         try:
             with phase("stats"):
                 stats = self._stats(sides)
             counts = stats.rows
-            adaptive = small_batch.begin(spark, sum(counts.values()))
             for k, b in enumerate(self.sides):
                 if counts.get(k):
                     self.last_rows[b.relation] = began
@@ -236,7 +234,6 @@ class MicroBatch(BatchFunction):
             for frame in sides:
                 frame.unpersist()
             self._drop_views(spark)
-            small_batch.end(spark, adaptive)
         padded_rows = sum(pads)
         report = BatchReport(
             plan.model, batch_id, tuple((b.relation, counts.get(k, 0)) for k, b in enumerate(self.sides)),
