@@ -70,6 +70,15 @@ def split(df: DataFrame, binding: SourceBinding, *, model: str, origin: str) -> 
     return Split(clean, quarantine)
 
 
+def clean(df: DataFrame, binding: SourceBinding, *, model: str, reason: Column | None = None) -> DataFrame:
+    """`split(df, ...).clean` without building the quarantine rows (a micro-batch builds those
+    only when its stats counted some: each column expression is a round trip to the JVM).
+    `reason`: `reason_of` over `df`'s own columns, when the caller has it already."""
+    if reason is None:
+        reason = reason_of(event_times(df, binding, model=model), binding)
+    return df.where(reason.isNull())
+
+
 def rows_of(df: DataFrame, times: Times, *, model: str, input: Column, reason: Column,
             origin: str, columns: list[str] | None = None) -> DataFrame:
     """`df` as quarantine rows (COLUMNS): `raw` is `columns` of the row (default: all) as JSON.

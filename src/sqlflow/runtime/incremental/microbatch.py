@@ -157,20 +157,21 @@ class MicroBatch(BatchFunction):
             for k, b in enumerate(self.sides):
                 if counts.get(k):
                     self.last_rows[b.relation] = began
-            clean, parts = {}, []
+            clean = {}
             for k, b in enumerate(self.sides):
-                split = Q.split(sides[k], b, model=plan.model, origin=f"batch {batch_id}")
-                clean[b.relation] = split.clean
+                # the stats' quarantine rule, not a second copy of its column expressions
+                clean[b.relation] = Q.clean(sides[k], b, model=plan.model, reason=stats.reason_of.get(k))
                 assert b.view is not None  # a stream side is read through its delta view
-                split.clean.createOrReplaceTempView(b.view)
-                parts.append(split.quarantine)
+                clean[b.relation].createOrReplaceTempView(b.view)
             app = self.app_id()
             with phase("dimensions"):
                 dims = snapshot.begin(spark, plan, self._id(app, batch_id))  # pinned dimensions (2.3)
             reasons = stats.reasons
             quarantined = sum(reasons.values())
             if quarantined:
-                with phase("quarantine"):
+                with phase("quarantine"):  # its rows are built only when there are some
+                    parts = [Q.split(sides[k], b, model=plan.model, origin=f"batch {batch_id}").quarantine
+                             for k, b in enumerate(self.sides)]
                     q_sink = quarantine_sink(plan, "append_once", Q.PARTITION_BY)
                     write(spark, q_sink, reduce(DataFrame.unionByName, parts),
                           batch=self._id(f"{app}__quarantine", batch_id))
@@ -191,9 +192,9 @@ class MicroBatch(BatchFunction):
             if checked is not None:  # docs/semantics.md, "Partition values"
                 # the model's rows are computed once: counting the bad ones fills the cache,
                 # the quarantine and the sink write read it (not the join a second time)
-                checked = checked.persist()
-                self._cached.append(checked)
-                with phase("sink"):
+                with phase("sink"):  # the cache plans the join: its input snapshots' files
+                    checked = checked.persist()
+                    self._cached.append(checked)
                     bad = sink_partitions.quarantine_rows(plan, checked, origin=f"batch {batch_id}")
                     n_bad = bad.count()
                 if n_bad:
@@ -268,8 +269,7 @@ class MicroBatch(BatchFunction):
                              exists=self._state_exists[table])
         if source.base is None:
             return copies
-        rows = Q.split(older.table_at(spark, b.relation, source.base, schema), b,
-                       model=self.plan.model, origin="").clean
+        rows = Q.clean(older.table_at(spark, b.relation, source.base, schema), b, model=self.plan.model)
         return (rows.where(keep) if keep is not None else rows).unionByName(copies)
 
     def _id(self, app: str, batch_id: int, step: int | None = None) -> BatchId:
@@ -330,11 +330,11 @@ class MicroBatch(BatchFunction):
         side and each input's max ingest time (both over clean rows). Each input is one global
         aggregate of conditional counts and extremes: no grouping key, so no hash table."""
         ranges = self._ranges()
-        frames = []
+        frames, stats = [], Stats()
         for k, b in enumerate(self.sides):
             rows = sides[k]
             times = Q.event_times(rows, b, model=self.plan.model)
-            reason = Q.reason_of(times, b)
+            reason = stats.reason_of[k] = Q.reason_of(times, b)
             clean = reason.isNull()
             aggs = [F.count(F.lit(1)).alias("n"),
                     F.max(F.when(clean, F.unix_micros(times.ingest))).alias("ingest")]
@@ -346,7 +346,6 @@ class MicroBatch(BatchFunction):
                 else:
                     aggs += [F.lit(None).cast("bigint").alias(f"low{j}"), F.lit(None).cast("bigint").alias(f"high{j}")]
             frames.append(rows.agg(*aggs).select(F.lit(k).alias("side"), "*"))
-        stats = Stats()
         for g in reduce(DataFrame.unionByName, frames).collect():
             k, n = g["side"], g["n"]
             relation = self.sides[k].relation
@@ -515,7 +514,10 @@ class MicroBatch(BatchFunction):
         Delta: its partitions are read from its commit, and returned (marked skipped) for the
         batch's report. `dims`: the micro-batch's pinned dimension snapshot (its rows carry the
         dimension partitions used and the provisional flag, docs/design.md §2.3)."""
-        if out.skipped and out.version is None:
+        if out.skipped and out.version is None and batch.journal is None:
+            # Delta's `txn` skipped the append: find the commit that holds the batch. With the
+            # journal a replay comes back with its commit's version, so no version here means
+            # the write had no rows (docs/semantics.md, "Stream runs")
             found = _find_commit(spark, self.plan.sink, batch)
             out = dataclasses.replace(found, skipped=True) if found else out
         entries = []
@@ -566,9 +568,11 @@ class MicroBatch(BatchFunction):
 @dataclass
 class Stats:
     """`MicroBatch._stats`: rows per input index, quarantine rows per reason, (min, max) µs of
-    each prune range's other side, max ingest µs per input (clean rows; None: no rows)."""
+    each prune range's other side, max ingest µs per input (clean rows; None: no rows), and
+    the quarantine reason column it built over each input's new rows (`quarantine.reason_of`)."""
 
     rows: dict[int, int] = dataclasses.field(default_factory=dict)
+    reason_of: dict[int, Column] = dataclasses.field(default_factory=dict)
     reasons: dict[str, int] = dataclasses.field(default_factory=dict)
     bounds: dict[PruneRange, tuple[int, int]] = dataclasses.field(default_factory=dict)
     max_ingest: dict[str, int | None] = dataclasses.field(default_factory=dict)
