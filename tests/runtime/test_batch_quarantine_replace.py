@@ -1,5 +1,5 @@
-"""A backfill replaces its quarantine rows without reading every input column when there is
-nothing to quarantine (`runtime.batch._quarantine`), and a model whose partition columns are a
+"""A backfill replaces its quarantine rows, creates the table empty, or leaves it alone,
+without reading every input column when there is nothing to quarantine (`runtime.batch._quarantine`), and a model whose partition columns are a
 `date_format` of a fixed pattern is written unchecked (`planning.partition_safety`): on real
 Spark and Delta, each step's quarantine and sink compared row for row."""
 
@@ -57,19 +57,22 @@ def _rows(spark, table, columns):
     return sorted(tuple(r) for r in spark.table(table).select(*columns).collect())
 
 
-def test_quarantine_rows_are_replaced_and_none_are_written_when_there_are_none(spark, project):
+def test_quarantine_rows_are_replaced_and_an_empty_quarantine_is_not_written_again(spark, project):
     ctx = Context.discover(project)
     plan = compile_project(project, mode="batch", target=ctx.target).plans["m"]
     assert plan.sink.safe_partitions == ("dt", "hour")
     clean = [imp("a", 1, at(1, 10, 0)), imp("b", 2, at(1, 23, 59))]
     late = imp("late", 3, at(1, 9, 0), ingest=at(1, 12, 0))  # 3 h late: over 10 min
 
-    _load(spark, clean)  # nothing to quarantine: no quarantine table is made
+    _load(spark, clean)  # nothing to quarantine: the table is made empty, no input row read
     first = run_batch(ctx, plan)
-    assert first.quarantine is not None and first.quarantine.skipped and first.quarantined == ()
-    assert not spark.catalog.tableExists(plan.quarantine)
+    assert first.quarantine is not None and not first.quarantine.skipped and first.quarantined == ()
+    assert spark.table(plan.quarantine).count() == 0
     want = sorted((r[0], r[1], _naive(r[2]), r[2].strftime("%Y-%m-%d"), r[2].strftime("%H")) for r in clean)
     assert _rows(spark, plan.sink.table, ["req_id", "ad_id", "imp_ts", "dt", "hour"]) == want
+
+    again = run_batch(ctx, plan)  # still nothing, and nothing to replace: not written at all
+    assert again.quarantine.skipped and again.quarantined == ()
 
     _load(spark, [*clean, late])  # a late row: quarantined
     second = run_batch(ctx, plan)

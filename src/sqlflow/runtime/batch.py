@@ -178,18 +178,20 @@ def _quarantine(spark: SparkSession, plan: BatchPlan, parts: list[DataFrame],
     replace: no input has a quarantine row and the table holds none (in the range). Asking
     first is one narrow job (the optimizer reads only the columns the reason needs), where
     the write reads every column of every input row to build `raw`; inputs with no bad row
-    are the common case past staging."""
+    are the common case past staging. A table that does not exist yet is created empty (from
+    the schema alone: no input is read), so a run always leaves its quarantine table."""
     # a count is one job; `take(1)` of rows that are not there runs one job after another
     # over ever more partitions until it has scanned them all
     flagged = reduce(DataFrame.unionByName, [p.select(F.lit(1).alias("one")) for p in parts])
-    if flagged.count() or _holds_rows(spark, plan.quarantine, dates):
+    exists = spark.catalog.tableExists(plan.quarantine)
+    if flagged.count() or (exists and _holds_rows(spark, plan.quarantine, dates)):
         return write_quarantine(spark, plan, parts, dates)
+    if not exists:
+        return write_quarantine(spark, plan, [p.limit(0) for p in parts], dates)
     return WriteResult(plan.quarantine, "replace", skipped=True)
 
 
 def _holds_rows(spark: SparkSession, table: str, dates: DateRange | None) -> bool:
-    if not spark.catalog.tableExists(table):
-        return False
     rows = spark.table(table)
     if dates is not None:
         rows = rows.where(F.expr(string_range("dt", dates)))
