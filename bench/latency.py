@@ -244,17 +244,24 @@ def run_sqlflow(ctx, plan, table: str, checkpoint: Path, args, rate: int, second
     return run
 
 
-def run_hand(spark, table: str, checkpoint: Path, args, rate: int, seconds: float, lateness: str) -> Run:
-    run = Run("hand stateful", rate, seconds, table=table)
+def hand_query(spark, table: str, checkpoint: Path, trigger: str, lateness: str):
+    """The hand-written stateful join over the emptied inputs, started with a processing-time
+    trigger (`withWatermark` on both sides, the interval condition, a partitioned Delta sink);
+    shared with bench/microbatch_cost.py."""
     empty_inputs(spark)
 
     def read(relation, ts):
         return spark.readStream.format("delta").table(relation).withWatermark(ts, lateness)
 
-    query = (joined(read(CLICKS, "click_ts"), read(IMPS, "imp_ts")).writeStream
-             .format("delta").partitionBy("dt", "hour").outputMode("append")
-             .option("checkpointLocation", str(checkpoint)).trigger(processingTime=args.trigger)
-             .toTable(table))
+    return (joined(read(CLICKS, "click_ts"), read(IMPS, "imp_ts")).writeStream
+            .format("delta").partitionBy("dt", "hour").outputMode("append")
+            .option("checkpointLocation", str(checkpoint)).trigger(processingTime=trigger)
+            .toTable(table))
+
+
+def run_hand(spark, table: str, checkpoint: Path, args, rate: int, seconds: float, lateness: str) -> Run:
+    run = Run("hand stateful", rate, seconds, table=table)
+    query = hand_query(spark, table, checkpoint, args.trigger, lateness)
     _drive(spark, run, query, args, rate, seconds)
     run.batches = [(p["numInputRows"], p["durationMs"].get("triggerExecution", 0) / 1000)
                    for p in query.recentProgress if p["numInputRows"]]

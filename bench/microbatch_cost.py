@@ -54,7 +54,7 @@ from urllib.parse import unquote, urlparse
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from interval_join import COLUMNS, MODEL, OUT, copy_project, joined  # noqa: E402
-from latency import CLICKS, IMPS, Producer, _seconds, empty_inputs  # noqa: E402
+from latency import CLICKS, IMPS, Producer, _seconds, empty_inputs, hand_query  # noqa: E402
 
 SPARK_PARTS = ("triggerExecution", "addBatch", "latestOffset", "getBatch", "queryPlanning",
                "walCommit", "commitOffsets")
@@ -266,15 +266,7 @@ class Py4jCalls:
 
 
 def run_hand(spark, table: str, checkpoint: Path, args, lateness: str) -> Run:
-    empty_inputs(spark)
-
-    def read(relation, ts):
-        return spark.readStream.format("delta").table(relation).withWatermark(ts, lateness)
-
-    query = (joined(read(CLICKS, "click_ts"), read(IMPS, "imp_ts")).writeStream
-             .format("delta").partitionBy("dt", "hour").outputMode("append")
-             .option("checkpointLocation", str(checkpoint)).trigger(processingTime=args.trigger)
-             .toTable(table))
+    query = hand_query(spark, table, checkpoint, args.trigger, lateness)
     return drive(spark, Run("hand stateful"), query, args, table,
                  lambda: {p["batchId"]: p["numInputRows"] for p in query.recentProgress
                           if "addBatch" in p["durationMs"]})
