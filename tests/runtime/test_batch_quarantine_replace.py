@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from helpers import ad_sources_yml, make_project
-from runtime.adkit import at, imp
+from runtime.adkit import CLICK_SCHEMA, IMP_SCHEMA, at, imp
 from sqlflow.compiler import compile_project
 from sqlflow.engine.context import Context
 from sqlflow.runtime.batch import run_batch
@@ -27,8 +27,6 @@ sqlflow:
   outputs:
     local: {{type: spark, method: session, host: NA, schema: {DW}}}
 """
-IMP_SCHEMA = "req_id string, ad_id bigint, imp_ts timestamp, ingest_ts timestamp, dt string"
-CLICK_SCHEMA = "req_id string, click_ts timestamp, ingest_ts timestamp, dt string"
 
 
 @pytest.fixture

@@ -12,7 +12,7 @@ import pytest
 from click.testing import CliRunner
 
 from helpers import ad_sources_yml, make_project
-from runtime.adkit import DAY1, at, click, imp
+from runtime.adkit import CLICK_SCHEMA, DAY1, IMP_SCHEMA, at, click, imp
 from sqlflow.cli.main import main
 from sqlflow.compiler import compile_project
 from sqlflow.engine.context import Context
@@ -45,8 +45,6 @@ sqlflow:
   outputs:
     local: {{type: spark, method: session, host: NA, schema: {DW}}}
 """
-IMP_SCHEMA = "req_id string, ad_id bigint, imp_ts timestamp, ingest_ts timestamp, dt string"
-CLICK_SCHEMA = "req_id string, click_ts timestamp, ingest_ts timestamp, dt string"
 
 
 # --- input rows -----------------------------------------------------------------------------------

@@ -17,7 +17,6 @@ the restart's replay, which runs in this run, as the batch function would count 
 
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 
@@ -43,17 +42,12 @@ def ends(checkpoint: Path, batch_id: int) -> Ends | None:
     >>> ends(ck, 0), ends(ck, 1)
     ({'a': ((3, -1, False),)}, None)
     """
-    path = checkpoint / "offsets" / str(batch_id)
-    if batch_id < 0 or not path.is_file():
+    if batch_id < 0 or not (checkpoint / "offsets" / str(batch_id)).is_file():
         return None
     out: dict[str, list[tuple[int, int, bool]]] = {}
-    for line in path.read_text().splitlines()[2:]:  # "v1", the batch's metadata, then sources
-        try:
-            o = json.loads(line)
-            end = (int(o["reservoirVersion"]), int(o["index"]), bool(o.get("isStartingVersion", False)))
-            out.setdefault(str(o["reservoirId"]), []).append(end)
-        except (ValueError, KeyError, TypeError):
-            continue  # not a Delta source (`-`: no offset yet)
+    for o in offsets.read(checkpoint, batch_id):  # None: not a Delta source (no offset yet)
+        if o is not None:
+            out.setdefault(o.table_id, []).append((o.version, o.index, o.starting))
     return {k: tuple(v) for k, v in out.items()}
 
 

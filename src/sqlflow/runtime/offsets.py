@@ -31,6 +31,7 @@ class Offset:
     version: int
     index: int
     starting: bool
+    table_id: str = ""  # the Delta table's id (`reservoirId`): which input, whatever its order
 
 
 @dataclass(frozen=True)
@@ -55,7 +56,7 @@ def read(checkpoint: Path, batch_id: int) -> list[Offset | None]:
         try:
             o = json.loads(line)
             out.append(Offset(int(o["reservoirVersion"]), int(o["index"]),
-                              bool(o.get("isStartingVersion", False))))
+                              bool(o.get("isStartingVersion", False)), str(o.get("reservoirId", ""))))
         except (ValueError, KeyError, TypeError):
             out.append(None)
     return out
