@@ -51,6 +51,17 @@ def _naive(ts):  # Spark returns the session zone's (UTC's) local time, without 
     return ts.replace(tzinfo=None)
 
 
+def _counts(spark, table, where="true"):
+    """The quarantine table's rows per input and reason, as a run reports them."""
+    return [(r["input"], r["reason"], r["n"]) for r in spark.sql(
+        f"SELECT input, reason, count(*) AS n FROM {table} WHERE {where} GROUP BY input, reason "
+        "ORDER BY input, reason").collect()]
+
+
+def _reported(result):
+    return [(q.input, q.reason, q.rows) for q in result.quarantined]
+
+
 def _rows(spark, table, columns):
     return sorted(tuple(r) for r in spark.table(table).select(*columns).collect())
 
@@ -76,8 +87,19 @@ def test_quarantine_rows_are_replaced_and_an_empty_quarantine_is_not_written_aga
     second = run_batch(ctx, plan)
     assert [(q.reason, q.rows) for q in second.quarantined] == [("late", 1)]
     assert _rows(spark, plan.quarantine, ["reason", "event_time"]) == [("late", _naive(late[2]))]
+    assert _reported(second) == _counts(spark, plan.quarantine)
 
-    _load(spark, clean)  # fixed upstream: the old quarantine row is replaced by none
+    # a range: the reported counts are the range's rows, as the table holds them after the run
+    late2 = imp("late2", 4, at(2, 9, 0), ingest=at(2, 12, 0))
+    future = imp("future", 5, at(2, 11, 0), ingest=at(2, 10, 0))  # an hour before it happened
+    _load(spark, [*clean, late, late2, future])
+    ranged = run_batch(ctx, plan, start=at(2, 0, 0).date(), end=at(2, 0, 0).date())
+    day2 = f"dt = '{at(2, 0, 0).strftime('%Y-%m-%d')}'"
+    assert _reported(ranged) == _counts(spark, plan.quarantine, day2) != []
+    assert sorted(q.reason for q in ranged.quarantined) == ["future", "late"]
+    assert _counts(spark, plan.quarantine, f"NOT ({day2})") == [(f"{ODS}.imps", "late", 1)]  # kept
+
+    _load(spark, clean)  # fixed upstream: the old quarantine rows are replaced by none
     third = run_batch(ctx, plan)
     assert not third.quarantine.skipped and third.quarantined == ()
     assert spark.table(plan.quarantine).count() == 0

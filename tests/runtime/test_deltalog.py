@@ -4,6 +4,7 @@ local `_delta_log` must give exactly what Spark's own commands give."""
 from __future__ import annotations
 
 import shutil
+from pathlib import Path
 
 import pytest
 
@@ -124,3 +125,28 @@ def test_table_id_from_the_checksum_file_is_the_id_spark_reports(spark, monkeypa
     assert deltalog.table_id(spark, detail["location"], latest) == detail["id"]
     # no checksum file for that version (not written, or removed): the caller asks Spark
     assert deltalog.table_id(spark, detail["location"], latest + 1) is None
+
+
+def test_from_log_says_what_describe_says_owner_included(spark):
+    """The ownership check's look-up (`from_log`: the latest commit's checksum file) gives
+    `describe`'s partition columns and owner, follows a later change of the owner, and gives
+    way to the catalog when the latest commit has no checksum file."""
+    table = f"{DB}.owned"
+    spark.sql(f"CREATE TABLE {table} (id BIGINT, dt STRING) USING delta PARTITIONED BY (dt) "
+              "TBLPROPERTIES ('sqlflow.model' = 'm1', 'sqlflow.role' = 'sink')")
+    spark.sql(f"INSERT INTO {table} VALUES (1, 'a')")
+    location = deltalog.describe(spark, table).location
+    assert deltalog.from_log(spark, location) == deltalog.describe(spark, table)
+    assert deltalog.from_log(spark, location).owner == ("m1", "sink")
+
+    spark.sql(f"ALTER TABLE {table} SET TBLPROPERTIES ('sqlflow.model' = 'm2', 'sqlflow.role' = 'quarantine')")
+    assert deltalog.from_log(spark, location) == deltalog.describe(spark, table)
+    assert deltalog.from_log(spark, location).owner == ("m2", "quarantine")
+
+    spark.sql(f"CREATE TABLE {DB}.unowned (id BIGINT) USING delta")
+    plain = deltalog.describe(spark, f"{DB}.unowned")
+    assert deltalog.from_log(spark, plain.location) == plain and plain.owner is None
+
+    latest = deltalog.latest_version(spark, table, location)
+    (Path(location.removeprefix("file:")) / "_delta_log" / f"{latest:020d}.crc").unlink()
+    assert deltalog.from_log(spark, location) is None

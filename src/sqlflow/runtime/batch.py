@@ -39,8 +39,8 @@ from sqlflow.runtime.analysis_errors import model_errors
 from sqlflow.runtime.delta.deltalog import latest_version
 from sqlflow.runtime.delta.sinks import WriteResult, write
 from sqlflow.runtime.env_errors import environment_problem, written_paths
-from sqlflow.runtime.inputs import count_quarantine, range_predicate, read, string_range, write_quarantine
-from sqlflow.runtime.results import DateRange, InputRead, RunResult
+from sqlflow.runtime.inputs import range_predicate, read, string_range, write_quarantine
+from sqlflow.runtime.results import DateRange, InputRead, QuarantineCount, RunResult
 
 try:  # a JVM error pyspark does not translate arrives as Py4JJavaError (not with Spark Connect)
     from py4j.protocol import Py4JJavaError
@@ -84,10 +84,10 @@ def run_batch(ctx: Context, plan: BatchPlan, *, start: date | None = None,
                 cached.append(missing)
                 quarantined.append(missing)
         checked = _checked(spark, plan, cached)
-        poisoned = _poisoned(plan, checked)
+        poisoned = _poisoned(plan, checked, counted=bool(quarantined))
         if poisoned is not None:
             quarantined.append(poisoned)
-        q_result = _quarantine(spark, plan, quarantined, dates) if quarantined else None
+        q_result, counts = _quarantine(spark, plan, quarantined, dates) if quarantined else (None, ())
         sink = _write_sink(spark, plan, dates, checked)
         fault_points.reached("batch_sink")
         if missing is not None and dates is not None:
@@ -115,7 +115,6 @@ def run_batch(ctx: Context, plan: BatchPlan, *, start: date | None = None,
             if b.view:
                 spark.catalog.dropTempView(b.view)
         snapshot.release(spark, plan.dim)
-    counts = count_quarantine(spark, plan.quarantine, dates) if q_result and not q_result.skipped else ()
     return RunResult(plan.model, dates, reads, sink, q_result, counts, time.monotonic() - began,
                      tuple(uses))
 
@@ -173,22 +172,30 @@ def _event_bounds(dates: DateRange, margin_us: int) -> tuple[Column, Column]:
 
 
 def _quarantine(spark: SparkSession, plan: BatchPlan, parts: list[DataFrame],
-                dates: DateRange | None) -> WriteResult:
+                dates: DateRange | None) -> tuple[WriteResult, tuple[QuarantineCount, ...]]:
     """Replace this run's quarantine rows (`write_quarantine`), unless there is nothing to
-    replace: no input has a quarantine row and the table holds none (in the range). Asking
-    first is one narrow job (the optimizer reads only the columns the reason needs), where
-    the write reads every column of every input row to build `raw`; inputs with no bad row
-    are the common case past staging. A table that does not exist yet is created empty (from
-    the schema alone: no input is read), so a run always leaves its quarantine table."""
-    # a count is one job; `take(1)` of rows that are not there runs one job after another
-    # over ever more partitions until it has scanned them all
-    flagged = reduce(DataFrame.unionByName, [p.select(F.lit(1).alias("one")) for p in parts])
+    replace: no input has a quarantine row and the table holds none (in the range). Returns
+    the write and the rows it wrote per input and reason.
+
+    The question is one narrow job that counts the rows per input and reason (the optimizer
+    reads only the columns the reason needs), where the write reads every column of every input
+    row to build `raw`; inputs with no bad row are the common case past staging. Its counts are
+    the run's: the write replaces the quarantine's rows (in the range) with exactly these, so
+    the table is not read again to count them. A table that does not exist yet is created
+    empty (from the schema alone: no input is read), so a run always leaves its quarantine
+    table."""
+    rows = reduce(DataFrame.unionByName, [p.select("input", "reason", "dt") for p in parts])
+    if dates is not None:  # what `write_quarantine` keeps
+        rows = rows.where(F.expr(string_range("dt", dates)))
+    found = rows.groupBy("input", "reason").count().collect()
+    counts = tuple(QuarantineCount(r["input"], r["reason"], r["count"])
+                   for r in sorted(found, key=lambda r: (r["input"], r["reason"])))
     exists = spark.catalog.tableExists(plan.quarantine)
-    if flagged.count() or (exists and _holds_rows(spark, plan.quarantine, dates)):
-        return write_quarantine(spark, plan, parts, dates)
+    if counts or (exists and _holds_rows(spark, plan.quarantine, dates)):
+        return write_quarantine(spark, plan, parts, dates), counts
     if not exists:
-        return write_quarantine(spark, plan, [p.limit(0) for p in parts], dates)
-    return WriteResult(plan.quarantine, "replace", skipped=True)
+        return write_quarantine(spark, plan, [p.limit(0) for p in parts], dates), ()
+    return WriteResult(plan.quarantine, "replace", skipped=True), ()
 
 
 def _holds_rows(spark: SparkSession, table: str, dates: DateRange | None) -> bool:
@@ -217,13 +224,15 @@ def _checked(spark: SparkSession, plan: BatchPlan, cached: list[DataFrame]) -> D
     return checked
 
 
-def _poisoned(plan: BatchPlan, checked: DataFrame | None) -> DataFrame | None:
+def _poisoned(plan: BatchPlan, checked: DataFrame | None, *, counted: bool) -> DataFrame | None:
     """The model's output rows whose partition values cannot be directories, as quarantine
-    rows (`sink_partitions`); None when there are none (or nothing to check)."""
+    rows (`sink_partitions`); None when there is nothing to check. `counted`: the inputs have
+    quarantine rows to ask about (`_quarantine`), and that one job counts these too; else a
+    job asks whether there are any (None when there are none: no quarantine for nothing)."""
     if checked is None:
         return None
     bad = sink_partitions.quarantine_rows(plan, checked, origin="backfill")
-    return bad if bad.take(1) else None
+    return bad if counted or bad.take(1) else None
 
 
 def _write_sink(spark: SparkSession, plan: BatchPlan, dates: DateRange | None,

@@ -98,14 +98,24 @@ def plan_tables(plan) -> list[tuple[str, str, str, str]]:
 
 def check_plans(spark: SparkSession, plans, *, action: str) -> None:
     """Refuse the whole run before anything is touched when one of `plans` would `action` a
-    table it does not own (`action`: replace, drop)."""
-    for plan in plans:
+    table it does not own (`action`: replace, drop).
+
+    The tables are looked up together (`deltalog.locate`: one catalog call per database, not
+    an existence check and a `DESCRIBE` each), and a Delta table's owner is read from its own
+    log when the driver can see it (`deltalog.from_log`); anything else is described."""
+    wanted = [(plan, row) for plan in plans for row in plan_tables(plan)]
+    found = deltalog.locate(spark, [table for _, (table, *_) in wanted])
+    for plan, (table, owner, role, origin) in wanted:
         view = getattr(plan, "sink", None) is not None and plan.sink.write == "view"
         adopt = bool(getattr(getattr(plan, "sink", None), "adopt_unowned", False))
-        for table, owner, role, origin in plan_tables(plan):
-            if not (view and role == "sink"):  # a view is checked when it is replaced
-                check(spark, table, owner, role, action=action, origin=origin,
-                      adopt=adopt and role == "sink")
+        if view and role == "sink":  # a view is checked when it is replaced
+            continue
+        located = found.get(table.lower())
+        if located is None:  # not there: nothing to refuse
+            continue
+        info = deltalog.from_log(spark, located.location) if located.format == "delta" else None
+        check(spark, table, owner, role, action=action, origin=origin,
+              info=info or deltalog.describe(spark, table), adopt=adopt and role == "sink")
 
 
 def quarantine_sink(plan: Any, write: Write, partition_by: tuple[str, ...]) -> Sink:

@@ -102,6 +102,30 @@ def locate(spark: SparkSession, tables: Iterable[str]) -> dict[str, TableInfo]:
     return found
 
 
+def from_log(spark: SparkSession, location: str | None) -> TableInfo | None:
+    """The Delta table at `location` as `describe` would say it (partition columns and owner
+    included), read from the checksum file Delta writes beside its latest commit
+    (`<version>.crc` holds the table's metadata), with no catalog call and no snapshot built;
+    None when the folder is not local or the latest commit has no checksum file (the caller
+    asks the catalog instead)."""
+    log = _local_log(spark, location)
+    if log is None:
+        return None
+    versions = [int(n[:-5]) for n in os.listdir(log) if n.endswith(".json") and n[:-5].isdigit()]
+    if not versions:
+        return None
+    try:
+        with open(os.path.join(log, f"{max(versions):020d}.crc"), encoding="utf-8") as f:
+            metadata = json.load(f)["metadata"]
+        columns = tuple(str(c) for c in metadata.get("partitionColumns") or ())
+        config = metadata.get("configuration") or {}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None
+    model = config.get("sqlflow.model")
+    owner = None if model is None else (str(model), str(config.get("sqlflow.role", "")))
+    return TableInfo("delta", location, columns, owner)
+
+
 def _owner(properties: str) -> tuple[str, str] | None:
     """`(model, role)` from `[k=v, sqlflow.model=m, sqlflow.role=sink]` (sqlflow writes model
     names and roles, which hold neither `,` nor `]`)."""

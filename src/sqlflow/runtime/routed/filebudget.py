@@ -9,7 +9,9 @@ and hour, e.g. `event_type=pv/product=app`: payload sizes differ by tag), else t
 most specific preset for that sub-partition (`routing.row_bytes`, cold start), else for the
 whole table, else the group's preset `bytes_per_row` (cold start). The rows are then repartitioned
 by the partition columns plus a salt in `[0, budget)`, so each partition is written by at most
-`budget` tasks, i.e. at most `budget` files.
+`budget` tasks, i.e. at most `budget` files. Small partitions share a task (`tasks`: about one
+task per target-size file of data, at least the session's shuffle partitions): a task each
+would spend more on task start-ups than on writing.
 """
 
 from __future__ import annotations
@@ -99,17 +101,31 @@ def count_rows(rows: DataFrame, partition_by: tuple[str, ...]) -> dict[str, int]
     return {r["k"]: r["count"] for r in got}
 
 
-def shape(rows: DataFrame, partition_by: tuple[str, ...], plan: dict[str, Budget]) -> DataFrame:
-    """`rows` repartitioned so partition p is spread over at most `plan[p].files` tasks."""
+def tasks(plan: dict[str, Budget], target_file_size: int, floor: int) -> int:
+    """How many tasks write `plan`: about one per target-size file of data, at least `floor`
+    (the session's shuffle partitions, its parallelism) and at most one per planned file.
+    Small partitions share tasks: a task per partition would cost more in task start-ups than
+    the write itself (a demo day is hundreds of partitions of a few kilobytes)."""
+    files = sum(b.files for b in plan.values())
+    size = sum(b.bytes for b in plan.values())
+    return max(1, min(files, max(floor, math.ceil(size / max(1, target_file_size)))))
+
+
+def shape(rows: DataFrame, partition_by: tuple[str, ...], plan: dict[str, Budget], n_tasks: int) -> DataFrame:
+    """`rows` repartitioned into `n_tasks` tasks (`tasks`) so partition p is spread over at
+    most `plan[p].files` of them: rows are hashed on the partition columns plus a salt in
+    `[0, plan[p].files)`, so p's rows land in at most that many tasks, one file each."""
     if not partition_by or not plan:
         return rows.coalesce(1)
-    files = F.create_map(*[x for b in plan.values() for x in (F.lit(b.spec), F.lit(b.files))])
+    columns = [F.col(quote_ident(c)) for c in partition_by]
+    if all(b.files == 1 for b in plan.values()):  # one task per partition: no salt needed
+        return rows.repartition(n_tasks, *columns)
+    # one constant map, not a `create_map` of two literals per partition (a py4j round trip
+    # each: thousands per routed write)
+    files = partition_path.constant({b.spec: b.files for b in plan.values()}, "map<string,int>")
     n = F.coalesce(F.element_at(files, partition_key(partition_by)), F.lit(1))
     salt = F.pmod(F.xxhash64(*[F.col(quote_ident(c)) for c in rows.columns]), n)
-    total = max(1, sum(b.files for b in plan.values()))
-    return (rows.withColumn(SALT, salt)
-            .repartition(total, *[F.col(quote_ident(c)) for c in partition_by], F.col(SALT))
-            .drop(SALT))
+    return rows.withColumn(SALT, salt).repartition(n_tasks, *columns, F.col(SALT)).drop(SALT)
 
 
 def learn_from_log(spark: SparkSession, table: str, partition_by: tuple[str, ...],

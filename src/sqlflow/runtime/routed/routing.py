@@ -198,6 +198,7 @@ class _Targets:
 
     def __init__(self, spark: SparkSession, plan: RoutedPlan):
         self.plan = plan
+        self.parallelism = int(spark.conf.get("spark.sql.shuffle.partitions", "200") or 200)
         skip = (plan.commit.date_column, plan.commit.hour_column)
         self.sizes = {}
         for t in plan.targets:
@@ -219,7 +220,7 @@ class _Targets:
         if poisoned is not None and any(r[PQ.REASON] is not None for r in got):
             poisoned(checked)
         plan = FB.budgets(counts, self.sizes[t.model], t.target_file_size, t.max_files)
-        shaped = FB.shape(rows, sink.partition_by, plan)
+        shaped = FB.shape(rows, sink.partition_by, plan, FB.tasks(plan, t.target_file_size, self.parallelism))
         result = write(spark, sink, shaped, batch=batch, replace_where=replace_where,
                        optimize_write=False)  # `shaped` is already binned by the file budget
         written = {p.spec: p for p in result.partitions}  # what the commit added, per partition
