@@ -7,6 +7,7 @@ project's own `.sqlflow/` state, so a test run and a demo run can share a checko
 from __future__ import annotations
 
 import fcntl
+import os
 from pathlib import Path
 
 import pytest
@@ -105,6 +106,18 @@ def _order(item) -> tuple[int, int]:
     return (1 if item.get_closest_marker("spark") else 0, slow)
 
 
+def _unit_rank(group: str, spark_groups: set[str]) -> int:
+    """Under xdist, where a work unit goes in the queue: the cluster unit first (the longest
+    by far, one worker for all of it: started last it ends last), then the units without a
+    JVM test (a compiler regression still shows first, on the other worker), then the rest.
+    A unit is queued where its first test is.
+
+    >>> [_unit_rank(g, {"cluster", "kafka"}) for g in ("kafka", "compiler/test_dag.py", "cluster")]
+    [2, 1, 0]
+    """
+    return 0 if group == "cluster" else 2 if group in spark_groups else 1
+
+
 def pytest_collection_modifyitems(config, items):
     # A test that uses the shared session, directly or through a fixture, needs a JVM: mark it
     # `spark`, so `-m "not spark"` runs the compiler alone, whether or not its file says so.
@@ -114,6 +127,9 @@ def pytest_collection_modifyitems(config, items):
     # Run the JVM-free tests first: a compiler regression shows up before Spark starts. Among
     # the Spark tests the slowest groups go first (a stable sort keeps each file's order).
     items.sort(key=_order)
+    if os.environ.get("PYTEST_XDIST_WORKER"):  # (a worker's own `dist` option says "no")
+        spark_groups = {_group(i.nodeid) for i in items if i.get_closest_marker("spark")}
+        items.sort(key=lambda i: _unit_rank(_group(i.nodeid), spark_groups))
 
 
 @pytest.fixture
