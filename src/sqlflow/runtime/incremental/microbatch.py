@@ -11,8 +11,10 @@ rows (rows per input, quarantine reasons, prune ranges, ingest frontiers). For b
 2. register the clean new rows as the input's delta view;
 3. for each joined input, register its old view: its clean rows of batches `< b` (read from
    the input table at the version the batch starts on, plus the state table's copies of
-   batches that ended inside a commit: `sqlflow.runtime.incremental.older`), pruned to the event-time
-   range the other side's new rows can match;
+   batches that ended inside a commit: `sqlflow.runtime.incremental.older`; a running query
+   holds the table as of that version plus the batches after it:
+   `sqlflow.runtime.incremental.held`), pruned to the event-time range the other side's new
+   rows can match;
 4. run the plan's SQL; for an outer join of two streams add the preserved rows this step
    closes that match nothing, padded (`sqlflow.runtime.incremental.padding`), and find the padded rows
    a new row would have matched (dirty partitions); append it all to the sink in one write,
