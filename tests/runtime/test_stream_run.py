@@ -259,3 +259,43 @@ def test_older_rows_come_from_the_inputs_and_only_a_split_commit_is_copied(spark
     sink, quarantine = s.truth("attributed")
     assert_same(spark, plan.sink.table, sink)
     assert_same(spark, plan.quarantine, quarantine, drop=("origin",))
+
+
+def test_a_running_query_reads_each_input_table_once_and_holds_the_rows_after(spark, setup, monkeypatch):
+    """Micro-batches of one query that start and end on whole versions read each input table
+    as of a version once; the later ones read the held run (that table plus each batch's new
+    rows, `runtime.incremental.held`) instead of a new Delta snapshot, and the sink still holds
+    exactly the batch plan's rows; the write leaves the session's runtime-filter setting as
+    it was."""
+    from sqlflow.runtime.delta import no_runtime_filter as nrf
+    from sqlflow.runtime.incremental import older
+
+    s = setup
+    plan = s.one_file_per_batch("attributed")
+    imps, clicks = edge_cases()
+
+    def part(p):  # one commit per input per micro-batch; its clicks match the part before
+        append(spark, f"{s.ods}.imps", imps[p::3] + [imp(f"h{p}", 1, at(1, 9, 10 * p))], IMP_SCHEMA)
+        append(spark, f"{s.ods}.clicks", clicks[p::3] + [click(f"h{q}", at(1, 9, 10 * q + 5))
+                                                         for q in range(p)], CLICK_SCHEMA)
+
+    part(0)
+    assert [b.batch_id for b in run_stream(s.stream, plan).batches] == [0]
+    part(1)
+    part(2)
+    reads, table_at = [], older.table_at
+
+    def counted(spark_, relation, version, schema):
+        reads.append((relation, version))
+        return table_at(spark_, relation, version, schema)
+
+    monkeypatch.setattr(older, "table_at", counted)
+    before = spark.conf.get(nrf.BLOOM_FILTER, None)
+    assert [b.batch_id for b in run_stream(s.stream, plan).batches] == [1, 2]
+    assert spark.conf.get(nrf.BLOOM_FILTER, None) == before
+    # per input: the older rows of batch 1 (a new query reads the table); batch 2 reads the
+    # held run (before it: a new snapshot)
+    assert Counter(r for r, _ in reads) == {f"{s.ods}.imps": 1, f"{s.ods}.clicks": 1}, reads
+    sink, quarantine = s.truth("attributed")
+    assert_same(spark, plan.sink.table, sink)
+    assert_same(spark, plan.quarantine, quarantine, drop=("origin",))

@@ -11,8 +11,10 @@ rows (rows per input, quarantine reasons, prune ranges, ingest frontiers). For b
 2. register the clean new rows as the input's delta view;
 3. for each joined input, register its old view: its clean rows of batches `< b` (read from
    the input table at the version the batch starts on, plus the state table's copies of
-   batches that ended inside a commit: `sqlflow.runtime.incremental.older`), pruned to the event-time
-   range the other side's new rows can match;
+   batches that ended inside a commit: `sqlflow.runtime.incremental.older`; a running query
+   holds the table as of that version plus the batches after it:
+   `sqlflow.runtime.incremental.held`), pruned to the event-time range the other side's new
+   rows can match;
 4. run the plan's SQL; for an outer join of two streams add the preserved rows this step
    closes that match nothing, padded (`sqlflow.runtime.incremental.padding`), and find the padded rows
    a new row would have matched (dirty partitions); append it all to the sink in one write,
@@ -58,8 +60,9 @@ from sqlflow.runtime import quarantine as Q
 from sqlflow.runtime.analysis_errors import model_errors
 from sqlflow.runtime.batchfn import BatchFunction, Phases
 from sqlflow.runtime.delta import commitlog, deltalog, once
+from sqlflow.runtime.delta.no_runtime_filter import no_runtime_filter
 from sqlflow.runtime.delta.sinks import BatchId, WriteResult, committed, write
-from sqlflow.runtime.incremental import older, padding, state
+from sqlflow.runtime.incremental import held, older, padding, state
 from sqlflow.runtime.ownership import quarantine_sink
 
 SIDE = "__side"
@@ -126,6 +129,7 @@ class MicroBatch(BatchFunction):
                                                 for b in sides], copy_all=bool(self.outer),
                                    location=Location(plan.path))
         self.progress = padding.progress_table(plan.sink.table, plan.model)
+        self.held = held.Held()  # older rows kept between micro-batches (`held`)
         # exactly-once appends: the query's journal, opened before the query plans a batch
         self.journal = once.Journal.open(checkpoint, offsets.next_batch(checkpoint)) if checkpoint else None
         self.reports: list[BatchReport] = []
@@ -150,6 +154,7 @@ class MicroBatch(BatchFunction):
         sources = self.ledger.before(batch_id)  # before caching: an error here leaks nothing
         with phase("new rows"):
             sides = [self._new_rows(spark, df, batch_id, k) for k in range(len(self.sides))]
+        kept: set[int] = set()  # inputs whose new rows a held run keeps cached
         try:
             with phase("stats"):
                 stats = self._stats(sides)
@@ -203,7 +208,7 @@ class MicroBatch(BatchFunction):
                               batch=self._id(f"{app}__quarantine::partition", batch_id))
                     quarantined += n_bad
                 rows = sink_partitions.clean(checked)
-            with phase("sink"):
+            with phase("sink"), no_runtime_filter(spark):  # no latest input snapshots built
                 written = write(spark, plan.sink, rows, batch=self._id(app, batch_id),
                                 known=self._sink_info)
                 if self._sink_info is None:
@@ -230,9 +235,11 @@ class MicroBatch(BatchFunction):
                                 inputs=self._offsets(batch_id), quarantined=quarantined,
                                 late=reasons.get("late", 0))
             fault_points.reached("commit_log", batch_id)
+            kept = self._hold(batch_id, sides, clean, counts)
         finally:
-            for frame in sides:
-                frame.unpersist()
+            for k, frame in enumerate(sides):
+                if k not in kept:
+                    frame.unpersist()
             self._drop_views(spark)
         padded_rows = sum(pads)
         report = BatchReport(
@@ -265,12 +272,36 @@ class MicroBatch(BatchFunction):
         table = self.state_tables[b.relation]
         if table not in self._state_exists:  # only this query creates it (`state.append`)
             self._state_exists[table] = spark.catalog.tableExists(table)
-        copies = state.older(spark, table, schema, batch_id, keep, after=source.since,
-                             exists=self._state_exists[table])
-        if source.base is None:
-            return copies
-        rows = Q.clean(older.table_at(spark, b.relation, source.base, schema), b, model=self.plan.model)
-        return (rows.where(keep) if keep is not None else rows).unionByName(copies)
+        if source.base is None or self._state_exists[table]:
+            copies = state.older(spark, table, schema, batch_id, keep, after=source.since,
+                                 exists=self._state_exists[table])
+            if source.base is None:
+                return copies
+        else:
+            copies = None  # no state table: no copies (`state.older` would be an empty frame)
+        rows = self.held.rows(b.relation, source.base, batch_id)
+        if rows is None:  # read the table as of the version (a new Delta snapshot); hold it
+            rows = Q.clean(older.table_at(spark, b.relation, source.base, schema), b, model=self.plan.model)
+            self.held.start(b.relation, source.base, rows, batch_id)
+        rows = rows.where(keep) if keep is not None else rows
+        return rows if copies is None else rows.unionByName(copies)
+
+    def _hold(self, batch_id: int, sides: list[DataFrame], clean: dict[str, DataFrame],
+              counts: dict[int, int]) -> set[int]:
+        """After a committed micro-batch: add each joined input's clean new rows to its held
+        run when the batch started and ended on whole versions (`held.Held.extend`); the
+        inputs whose cached new rows the runs keep."""
+        kept = set()
+        for k, b in enumerate(self.sides):
+            if not b.old_view or self.checkpoint is None or b.relation not in self.held.runs:
+                continue
+            start = offsets.start_of(self.checkpoint, batch_id, k)
+            end = offsets.end_of(self.checkpoint, batch_id, k)
+            if self.held.extend(b.relation, batch_id, start.version if start else None,
+                                end.version if end else None, sides[k], clean[b.relation],
+                                counts.get(k, 0)):
+                kept.add(k)
+        return kept
 
     def _id(self, app: str, batch_id: int, step: int | None = None) -> BatchId:
         """The identity of an exactly-once append of batch `step` (default: `batch_id`), with

@@ -22,7 +22,9 @@ through the micro-batch's envelope. Outer joins keep copying every batch (`ALL_C
 padding needs each row's batch id (`sqlflow.runtime.incremental.padding`).
 
 A replay of batch `b` after a crash finds the same offsets and the same record of `b - 1`, so
-it reads the same older rows, and rewrites its own record with the same content.
+it reads the same older rows, and rewrites its own record with the same content. Within one
+running query the table as of `base` is read once and then held with the following batches'
+new rows (`sqlflow.runtime.incremental.held`): the same rows, without a new Delta snapshot.
 """
 
 from __future__ import annotations

@@ -1,0 +1,40 @@
+"""A write whose query reads Delta tables, planned without Spark's runtime (bloom) filter rule,
+so the planning does not rebuild each input's latest Delta snapshot (docs/design.md §2.9).
+
+A sink write (`DataFrameWriterV2.append`) is a V2 write command: Spark optimizes its query once
+as part of the command, where Delta leaves its scans unprepared (Delta plans them again inside
+its transaction), and the `InjectRuntimeFilter` rule then asks each scan for its size.
+`TahoeLogFileIndex.sizeInBytes` is the size of the table's LATEST snapshot, whatever version
+the scan reads (Delta 4.4), and a new latest snapshot computes its state for it: three Spark
+jobs per input table that moved since the last look, in every micro-batch of a stream whose
+inputs keep growing. The rule only ever adds a filter when one side of a join scans more than
+`spark.sql.optimizer.runtime.bloomFilter.applicationSideScanSizeThreshold` (10 GB), so a
+micro-batch's join loses nothing without it, and the rows are the same either way.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from pyspark.sql import SparkSession
+
+BLOOM_FILTER = "spark.sql.optimizer.runtime.bloomFilter.enabled"
+SEMI_JOIN = "spark.sql.optimizer.runtimeFilter.semiJoinReduction.enabled"
+
+
+@contextmanager
+def no_runtime_filter(spark: SparkSession) -> Iterator[None]:
+    """Plan the queries run inside the block without runtime filters; the session's settings
+    are restored after it."""
+    before = {key: spark.conf.get(key, None) for key in (BLOOM_FILTER, SEMI_JOIN)}
+    for key in before:
+        spark.conf.set(key, "false")
+    try:
+        yield
+    finally:
+        for key, value in before.items():
+            if value is None:
+                spark.conf.unset(key)
+            else:
+                spark.conf.set(key, value)

@@ -1,0 +1,94 @@
+"""The older rows an `incremental` query holds between its micro-batches, so that a micro-batch
+does not build a new Delta snapshot of each input to read them (docs/design.md §2.9).
+
+A micro-batch reads each joined input's older rows as of the version it starts on
+(`sqlflow.runtime.incremental.older`). Delta builds the snapshot of a version afresh for every
+read of it (the log replayed, the file list and its statistics computed: Spark jobs), and it
+caches only the table's latest snapshot; every micro-batch of a running stream starts on a
+newer version, so each paid for a new snapshot of each input. A `Run` keeps, per input, the
+clean rows of the table as of one version `base` (the snapshot built once) and the clean new
+rows of each later micro-batch that started and ended on whole versions, in order, up to
+version `end`. The table as of `end` is exactly the table as of `base` plus those rows: the
+versions a stream passes are appends, or rewrites that change no rows (Delta fails a stream on
+any other commit, `sqlflow.runtime.offsets`). So a micro-batch whose older rows are the table
+as of `end` reads the run instead: the same rows, from memory.
+
+Nothing of it is in the checkpoint: a restarted query (a replay after a crash) starts with no
+run, reads the table as of the version the batch starts on, as the batch did: the same rows
+again. A run is dropped, and the next micro-batch reads the table again, when a micro-batch does
+not follow on from it (it starts or ends inside a version, or somewhere else), or when it would
+hold more than `MAX_ROWS` new rows or `MAX_BATCHES` micro-batches (memory, and the width of the
+union each micro-batch plans).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import reduce
+
+from pyspark.sql import DataFrame
+
+MAX_ROWS = 100_000  # new rows held per input; a bigger micro-batch starts a new run
+MAX_BATCHES = 16
+
+
+@dataclass
+class Run:
+    base: int             # the input table's version the run starts on
+    table: DataFrame      # the table's clean rows as of `base` (its snapshot built once)
+    end: int              # the version the run reaches: `base` plus `pieces`
+    batch: int            # the newest micro-batch id it holds (or started in)
+    pieces: list[tuple[DataFrame, DataFrame]] = field(default_factory=list)  # (cached, clean rows)
+    rows: int = 0
+
+
+class Held:
+    """The runs of one query's micro-batches, per input relation."""
+
+    def __init__(self) -> None:
+        self.runs: dict[str, Run] = {}
+
+    def rows(self, relation: str, version: int, batch_id: int) -> DataFrame | None:
+        """The clean rows of `relation` as of `version`, held for micro-batch `batch_id`;
+        None when no run reaches exactly there (the caller reads the table and `start`s one)."""
+        run = self.runs.get(relation)
+        if run is not None and run.end == version and run.batch < batch_id:
+            return reduce(lambda a, b: a.unionByName(b), [run.table, *(c for _, c in run.pieces)])
+        self.drop(relation)
+        return None
+
+    def start(self, relation: str, version: int, table: DataFrame, batch_id: int) -> None:
+        """A run from `table`, the clean rows of `relation` as of `version`, read by `batch_id`."""
+        self.drop(relation)
+        self.runs[relation] = Run(version, table, version, batch_id - 1)
+
+    def extend(self, relation: str, batch_id: int, start: int | None, end: int | None,
+               cached: DataFrame, clean: DataFrame, rows: int) -> bool:
+        """After micro-batch `batch_id` committed: its new rows of `relation` were the versions
+        after `start` up to `end` (None: it started or ended inside a version), `clean` of them
+        clean, read from `cached` (`rows` rows). True when the run keeps them: the caller must
+        not unpersist `cached`."""
+        run = self.runs.get(relation)
+        if run is None:
+            return False
+        if start is None or end is None or run.end != start or run.batch >= batch_id:
+            self.drop(relation)
+            return False
+        if start == end or not rows:  # nothing new on this input: the same rows
+            run.end, run.batch = end, batch_id
+            return False
+        if len(run.pieces) >= MAX_BATCHES or run.rows + rows > MAX_ROWS:
+            self.drop(relation)
+            return False
+        run.pieces.append((cached, clean))
+        run.rows, run.end, run.batch = run.rows + rows, end, batch_id
+        return True
+
+    def drop(self, relation: str) -> None:
+        run = self.runs.pop(relation, None)
+        for cached, _ in run.pieces if run else ():
+            cached.unpersist()
+
+    def clear(self) -> None:
+        for relation in list(self.runs):
+            self.drop(relation)

@@ -1,0 +1,59 @@
+"""The older rows a running `incremental` query holds between micro-batches
+(`sqlflow.runtime.incremental.held`): the rules that say when a held run is exactly the input
+table as of a version, JVM-free with stand-in frames (a frame is the list of its rows' names,
+a union concatenates them)."""
+
+from __future__ import annotations
+
+from sqlflow.runtime.incremental import held
+
+
+class Frame(list):
+    """A stand-in DataFrame: its rows; `unpersist` is recorded."""
+
+    dropped = False
+
+    def unionByName(self, other):
+        return Frame([*self, *other])
+
+    def unpersist(self):
+        self.dropped = True
+        return self
+
+
+def test_a_run_is_the_table_plus_each_following_batch_until_one_does_not_follow():
+    h = held.Held()
+    assert h.rows("t", 3, 1) is None  # nothing held: the caller reads the table as of 3
+    h.start("t", 3, Frame(["v1", "v2", "v3"]), 1)
+    b1, b2 = Frame(["v4", "v5"]), Frame(["v6"])
+    assert h.extend("t", 1, 3, 5, b1, b1, 2)  # batch 1 read versions 4..5
+    assert h.rows("t", 5, 2) == ["v1", "v2", "v3", "v4", "v5"]
+    assert not h.extend("t", 2, 5, 5, Frame(), Frame(), 0)  # nothing new: nothing to keep
+    assert h.extend("t", 3, 5, 6, b2, b2, 1)
+    assert h.rows("t", 6, 4) == ["v1", "v2", "v3", "v4", "v5", "v6"]
+    # a batch that ends inside a version (None) breaks the run: its cached rows are released
+    assert not h.extend("t", 4, 6, None, Frame(["v7"]), Frame(["v7"]), 1)
+    assert h.rows("t", 6, 5) is None and b1.dropped and b2.dropped
+
+
+def test_a_run_serves_only_the_version_it_reaches_and_later_batches():
+    h = held.Held()
+    h.start("t", 3, Frame(["v1"]), 1)
+    assert h.extend("t", 1, 3, 4, Frame(["v4"]), Frame(["v4"]), 1)
+    assert h.rows("t", 3, 2) is None  # another version: the table is read again
+    h.start("t", 3, Frame(["v1"]), 1)
+    assert h.extend("t", 1, 3, 4, Frame(["v4"]), Frame(["v4"]), 1)
+    assert h.rows("t", 4, 1) is None  # batch 1 again (a replay) never sees its own rows as old
+    h.start("t", 3, Frame(["v1"]), 2)
+    assert not h.extend("t", 2, 2, 4, Frame(["x"]), Frame(["x"]), 1)  # a gap: starts at 2, not 3
+    assert h.rows("t", 4, 3) is None
+
+
+def test_a_run_is_dropped_rather_than_grow_past_its_limits(monkeypatch):
+    monkeypatch.setattr(held, "MAX_ROWS", 3)
+    h = held.Held()
+    h.start("t", 0, Frame([]), 1)
+    first = Frame(["a", "b"])
+    assert h.extend("t", 1, 0, 1, first, first, 2)
+    assert not h.extend("t", 2, 1, 2, Frame(["c", "d"]), Frame(["c", "d"]), 2)  # 4 > 3 rows
+    assert first.dropped and h.rows("t", 2, 3) is None
