@@ -11,7 +11,9 @@ commit file through `spark.read.text` is a Spark job. So:
 - when the driver can see the table's folder (a `file:` location and a classic session; not
   Spark Connect, whose server may be another machine), `latest_version` lists `_delta_log`
   and `commit_actions` reads the commit file directly;
-- anywhere else (HDFS, object stores, Spark Connect) both ask Spark, as before.
+- `from_log` reads what `describe` says of a local Delta table (partition columns, owner) from
+  the checksum file of its latest commit, for the ownership check of every table a run writes;
+- anywhere else (HDFS, object stores, Spark Connect) all of these ask Spark, as before.
 
 The newest `<version>.json` is always in `_delta_log` (log clean-up removes only files older
 than the newest checkpoint), and a commit is published by an atomic rename, so the listing
