@@ -57,3 +57,17 @@ def test_a_run_is_dropped_rather_than_grow_past_its_limits(monkeypatch):
     assert h.extend("t", 1, 0, 1, first, first, 2)
     assert not h.extend("t", 2, 1, 2, Frame(["c", "d"]), Frame(["c", "d"]), 2)  # 4 > 3 rows
     assert first.dropped and h.rows("t", 2, 3) is None
+
+
+def test_a_query_that_ends_releases_every_held_batch():
+    """`MicroBatch.release` (a query's end, or the service starting it again) clears the runs:
+    nothing it cached stays in Spark's memory, and a later batch reads the table again."""
+    h = held.Held()
+    h.start("a", 1, Frame(["a1"]), 1)
+    h.start("b", 7, Frame(["b1"]), 1)
+    pieces = [Frame(["a2"]), Frame(["b2"])]
+    assert h.extend("a", 1, 1, 2, pieces[0], pieces[0], 1)
+    assert h.extend("b", 1, 7, 8, pieces[1], pieces[1], 1)
+    h.clear()
+    assert all(p.dropped for p in pieces) and h.runs == {}
+    assert h.rows("a", 2, 2) is None

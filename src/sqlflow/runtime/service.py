@@ -214,6 +214,9 @@ class Service:
         Connect began (`_remote_idle`): the region keeps what it knows of its idle inputs."""
         trigger = self.trigger or r.plan.trigger
         r.on_batch = self._on_batch(r)
+        release = getattr(r.fn, "release", None)  # the ended query's held rows (`MicroBatch`)
+        if release is not None:
+            release()
         r.query, r.fn = None, None
         try:
             r.query, r.fn = dispatch.start_stream(self.ctx, r.plan, trigger=trigger,

@@ -111,21 +111,34 @@ def from_log(spark: SparkSession, location: str | None) -> TableInfo | None:
     None when the folder is not local or the latest commit has no checksum file (the caller
     asks the catalog instead)."""
     log = _local_log(spark, location)
-    if log is None:
-        return None
-    versions = [int(n[:-5]) for n in os.listdir(log) if n.endswith(".json") and n[:-5].isdigit()]
-    if not versions:
+    versions = _versions(log) if log is not None else []
+    metadata = _checksum_metadata(log, max(versions)) if log is not None and versions else None
+    if metadata is None:
         return None
     try:
-        with open(os.path.join(log, f"{max(versions):020d}.crc"), encoding="utf-8") as f:
-            metadata = json.load(f)["metadata"]
         columns = tuple(str(c) for c in metadata.get("partitionColumns") or ())
         config = metadata.get("configuration") or {}
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        model = config.get("sqlflow.model")
+        owner = None if model is None else (str(model), str(config.get("sqlflow.role", "")))
+    except (TypeError, AttributeError):
         return None
-    model = config.get("sqlflow.model")
-    owner = None if model is None else (str(model), str(config.get("sqlflow.role", "")))
     return TableInfo("delta", location, columns, owner)
+
+
+def _versions(log: str) -> list[int]:
+    """The versions of the commit files in the local `_delta_log` folder `log`."""
+    return [int(n[:-5]) for n in os.listdir(log) if n.endswith(".json") and n[:-5].isdigit()]
+
+
+def _checksum_metadata(log: str, version: int) -> dict | None:
+    """The table metadata in `<version>.crc` of the local `_delta_log` folder `log`; None when
+    that file is missing or is not what Delta writes."""
+    try:
+        with open(os.path.join(log, f"{version:020d}.crc"), encoding="utf-8") as f:
+            metadata = json.load(f).get("metadata")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return metadata if isinstance(metadata, dict) else None
 
 
 def _owner(properties: str) -> tuple[str, str] | None:
@@ -149,7 +162,7 @@ def latest_version(spark: SparkSession, table: str, location: str | None = None)
         location = info.location
     log = _local_log(spark, location)
     if log is not None:
-        versions = [int(n[:-5]) for n in os.listdir(log) if n.endswith(".json") and n[:-5].isdigit()]
+        versions = _versions(log)
         if versions:
             return max(versions)
     try:
@@ -165,13 +178,8 @@ def table_id(spark: SparkSession, location: str, latest: int) -> str | None:
     the folder is not local or that file is missing (the caller asks Spark instead). A
     `DESCRIBE DETAIL` would first compute the table's size from its snapshot."""
     log = _local_log(spark, location)
-    if log is None:
-        return None
-    try:
-        with open(os.path.join(log, f"{latest:020d}.crc"), encoding="utf-8") as f:
-            found = json.load(f).get("metadata", {}).get("id")
-    except (OSError, ValueError, AttributeError):
-        return None
+    metadata = _checksum_metadata(log, latest) if log is not None else None
+    found = metadata.get("id") if metadata else None
     return str(found) if found else None
 
 

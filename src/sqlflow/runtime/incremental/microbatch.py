@@ -316,6 +316,10 @@ class MicroBatch(BatchFunction):
         if self.on_batch:
             self.on_batch(report)
 
+    def release(self) -> None:
+        """The query has ended: let go of the older rows held for its next micro-batch."""
+        self.held.clear()
+
     def _drop_views(self, spark: SparkSession) -> None:
         for frame in self._cached:
             frame.unpersist()

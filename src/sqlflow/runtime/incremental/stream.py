@@ -147,4 +147,6 @@ def run_stream(ctx: Context, plan: StreamPlan, *, trigger: str = AVAILABLE_NOW,
         raise query_failed(f"model `{plan.model}`", plan.path, fn.error, exc,
                            rebuild=rebuild_command(plan),
                            written=written_paths(ctx, plan)) from exc
+    finally:
+        fn.release()
     return StreamResult(plan.model, tuple(fn.reports), time.monotonic() - began)

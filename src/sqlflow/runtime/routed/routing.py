@@ -198,7 +198,8 @@ class _Targets:
 
     def __init__(self, spark: SparkSession, plan: RoutedPlan):
         self.plan = plan
-        self.parallelism = int(spark.conf.get("spark.sql.shuffle.partitions", "200") or 200)
+        shuffle = str(spark.conf.get("spark.sql.shuffle.partitions", "200") or "")
+        self.parallelism = int(shuffle) if shuffle.isdigit() else 200  # (some platforms say "auto")
         skip = (plan.commit.date_column, plan.commit.hour_column)
         self.sizes = {}
         for t in plan.targets:
