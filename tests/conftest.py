@@ -6,7 +6,6 @@ project's own `.sqlflow/` state, so a test run and a demo run can share a checko
 
 from __future__ import annotations
 
-import fcntl
 import os
 from pathlib import Path
 
@@ -32,15 +31,8 @@ def spark_state(tmp_path_factory) -> Path:
     return tmp_path_factory.mktemp("spark_state")
 
 
-def _shared_folder(tmp_path_factory) -> Path:
-    """A folder every xdist worker of this run sees (the run's base temp folder's parent
-    under xdist, the base temp folder itself without it)."""
-    base = tmp_path_factory.getbasetemp()
-    return base.parent if base.name.startswith("popen-gw") else base
-
-
 @pytest.fixture(scope="session")
-def spark(spark_state, tmp_path_factory):
+def spark(spark_state):
     """The one SparkSession of the test run: local target of profiles.yml, state in tmp."""
     from sqlflow.engine.session import build_session
     from sqlflow.project.profiles import load_target
@@ -55,13 +47,11 @@ def spark(spark_state, tmp_path_factory):
         "spark.sql.shuffle.partitions": "2",
         "spark.driver.memory": "3g",
     }
-    # Under pytest-xdist two workers start their sessions at once: the first resolves the
-    # Maven packages with Ivy (on a fresh machine it downloads them), the other waits for it
-    # and then starts from the jars it recorded (sqlflow.engine.jars), never two Ivy runs in
-    # one cache at a time.
-    with open(_shared_folder(tmp_path_factory) / "spark-start.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        session = build_session(target, ROOT, overrides)
+    # Under pytest-xdist two workers start their sessions at once (and the cluster tests start
+    # `sqlflow` processes and a Connect server beside them): the first resolves the Maven
+    # packages with Ivy, the others wait for it and start from the jars it recorded, never
+    # two Ivy runs in one cache at a time (sqlflow.engine.jars.resolving).
+    session = build_session(target, ROOT, overrides)
     yield session
     session.stop()
 

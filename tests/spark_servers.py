@@ -29,7 +29,6 @@ import pytest
 
 SPARK_HOME = Path(pyspark.__file__).parent
 SPARK_CLASS = SPARK_HOME / "bin" / "spark-class"
-DELTA_PACKAGE = "io.delta:delta-spark_4.2_2.13:4.4.0"  # the version profiles/profiles.yml uses
 WORKERS = 2
 
 
@@ -183,7 +182,6 @@ CONNECT_CONF = {
     "spark.master": "local[2]",
     "spark.driver.memory": "1g",
     "spark.connect.grpc.binding.address": "127.0.0.1",
-    "spark.jars.packages": DELTA_PACKAGE,
     "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
     "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
     "spark.sql.catalogImplementation": "hive",
@@ -198,16 +196,30 @@ CONNECT_CONF = {
 }
 
 
+def _profile_jars() -> dict[str, str]:
+    """The `local` target's packages (Delta, Kafka) as the jars the session fixture resolved
+    and recorded (sqlflow.engine.jars): a server started with them runs no Ivy of its own,
+    never beside another in one cache."""
+    from sqlflow.engine import jars
+    from sqlflow.project.profiles import load_target
+
+    root = Path(__file__).resolve().parents[1]
+    packages = load_target(root, "sqlflow", "local").server_side_parameters[jars.PACKAGES]
+    return jars.resolved({jars.PACKAGES: packages}, pyspark.__version__)
+
+
 @pytest.fixture(scope="session")
-def connect_launch(tmp_path_factory):
+def connect_launch(tmp_path_factory, spark):
     """Start a Spark Connect server (local[2], 1g) with Delta's extension and catalog and a
     Hive catalog in a Derby metastore, all under its own temp folder, without waiting for it.
-    Its Python workers run this interpreter (sqlflow importable), pyspark from its install."""
+    Its Python workers run this interpreter (sqlflow importable), pyspark from its install.
+    It starts after the session fixture, which resolves the jars it is given."""
     folder = tmp_path_factory.mktemp("connect")
     procs = _Procs(folder, {"PYSPARK_PYTHON": str(_fast_python(folder))})
     port = free_port()
     conf = {
         **CONNECT_CONF,
+        **_profile_jars(),
         "spark.connect.grpc.binding.port": str(port),
         "spark.sql.warehouse.dir": str(folder / "warehouse"),
         "spark.hadoop.javax.jdo.option.ConnectionURL":

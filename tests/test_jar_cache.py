@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import threading
+
 from sqlflow.engine import jars
 
 PKG = "io.delta:delta-spark_4.2_2.13:4.4.0"
@@ -31,3 +33,19 @@ def test_no_packages_no_record(tmp_path):
     jars.remember(conf, "4.2.0", "")
     assert jars.resolved(conf, "4.2.0") == conf
     assert not (tmp_path / jars.FOLDER).exists()
+
+
+def test_one_resolution_at_a_time_in_an_ivy_folder(tmp_path):
+    """Two Ivy runs at once in an empty cache corrupt it: a second start waits for the first."""
+    entered = threading.Event()
+
+    def second() -> None:
+        with jars.resolving(tmp_path):
+            entered.set()
+
+    with jars.resolving(tmp_path):
+        other = threading.Thread(target=second)
+        other.start()
+        assert not entered.wait(1.0), "a second resolution ran while the first held the folder"
+    other.join(30)
+    assert entered.is_set(), "the second resolution never ran after the first ended"

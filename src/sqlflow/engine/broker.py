@@ -20,6 +20,7 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
+from sqlflow.engine import jars
 from sqlflow.errors import SqlflowError
 
 KAFKA_VERSION = "4.1.1"
@@ -65,13 +66,16 @@ def kafka_jars(version: str = KAFKA_VERSION) -> Path:
     cmd = [_java(), "-jar", str(ivy), "-dependency", "org.apache.kafka", "kafka_2.13", version,
            "-confs", "default", "-cache", str(ivy_home() / "cache"),
            "-retrieve", str(folder / "[artifact]-[revision](-[classifier]).[ext]")]
-    done = subprocess.run(cmd, capture_output=True, text=True)
-    if done.returncode != 0:
-        tail = (done.stdout + done.stderr).strip().splitlines()[-3:]
-        raise SqlflowError(f"the Kafka {version} jars could not be resolved from Maven Central: "
-                           + " / ".join(tail),
-                           hint="check the network access to repo1.maven.org (once; then cached)")
-    (folder / ".complete").write_text(version)
+    with jars.resolving(ivy_home()):  # never beside another Ivy run in this cache
+        if (folder / ".complete").is_file():  # another process resolved them while we waited
+            return folder
+        done = subprocess.run(cmd, capture_output=True, text=True)
+        if done.returncode != 0:
+            tail = (done.stdout + done.stderr).strip().splitlines()[-3:]
+            raise SqlflowError(f"the Kafka {version} jars could not be resolved from Maven Central: "
+                               + " / ".join(tail),
+                               hint="check the network access to repo1.maven.org (once; then cached)")
+        (folder / ".complete").write_text(version)
     return folder
 
 

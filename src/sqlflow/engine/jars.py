@@ -9,7 +9,9 @@ first start of a package set resolves as Spark always did, and records the jars 
 the same settings passes those files as `spark.jars` instead: no Ivy run, no report.
 
 A record whose jars are not all there any more (the Ivy cache was cleaned) is ignored and
-resolved again. docs/design.md §3 (the engine).
+resolved again. One Ivy run at a time uses an Ivy folder (`resolving`): two at once in an empty
+cache corrupt it (each writes the other's half-downloaded module files), and the corruption
+stays until the cache is deleted. docs/design.md §3 (the engine).
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
@@ -26,6 +30,7 @@ JARS = "spark.jars"
 _RESOLUTION = (PACKAGES, "spark.jars.repositories", "spark.jars.ivySettings", "spark.jars.excludes",
                "spark.jars.ivy")
 FOLDER = "sqlflow-jars"
+LOCK = "sqlflow-resolve.lock"
 
 
 def ivy_dir(conf: dict[str, str]) -> Path:
@@ -85,6 +90,31 @@ def remember(conf: dict[str, str], spark_version: str, started_jars: str) -> Non
         os.replace(tmp, path)
     except OSError:
         pass
+
+
+@contextmanager
+def resolving(folder: Path) -> Iterator[None]:
+    """Hold the Ivy folder `folder` for one resolution: every sqlflow process that runs Ivy
+    there (a Spark start that resolves packages, the Kafka broker's jars) waits for the one
+    before it. A lock file that cannot be made (a read-only home) is not held: Spark then
+    resolves as it always does."""
+    try:
+        import fcntl
+    except ImportError:  # (no flock here: Windows)
+        yield
+        return
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        handle = open(folder / LOCK, "a")
+    except OSError:
+        yield
+        return
+    with handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def _local(jar: str) -> str:

@@ -67,18 +67,42 @@ def build_session(
     target: Target, project_dir: Path, overrides: dict[str, str] | None = None
 ):
     """Create (or reuse) the SparkSession for `target` and register the project's UDFs."""
-    from pyspark.sql import SparkSession
-
     conf = spark_conf(target, project_dir, overrides)
-    resolving = False
-    if not target.is_connect:
+    if target.is_connect:
+        spark = _start(target, conf)
+    else:
         check_java()
-        # packages resolved by an earlier start are passed as jars: no Ivy run, no Ivy report
-        conf = jars.resolved(conf, _spark_version())
-        resolving = jars.PACKAGES in conf
         for key in ("spark.sql.warehouse.dir",):
             if key in conf and "://" not in conf[key]:
                 Path(conf[key]).mkdir(parents=True, exist_ok=True)
+        spark = _start_resolved(target, conf)
+        spark.sparkContext.setLogLevel("ERROR")
+        _quiet(spark, "org.apache.hadoop.hive.metastore.HiveAlterHandler")
+    from sqlflow.engine.udfs import register_udfs
+
+    register_udfs(spark, project_dir)
+    return spark
+
+
+def _start_resolved(target: Target, conf: dict[str, str]):
+    """Start a JVM session, its packages passed as the jars an earlier start resolved; the
+    start that has to resolve them holds the Ivy folder meanwhile (`jars.resolving`) and
+    records them for the next one."""
+    version = _spark_version()
+    if jars.PACKAGES not in jars.resolved(conf, version):
+        return _start(target, jars.resolved(conf, version))
+    with jars.resolving(jars.ivy_dir(conf)):
+        found = jars.resolved(conf, version)  # another process may have resolved them meanwhile
+        spark = _start(target, found)
+        if jars.PACKAGES in found:  # this start ran Ivy: record what it resolved
+            jars.remember(found, version, spark.sparkContext.getConf().get(jars.JARS, ""))
+    return spark
+
+
+def _start(target: Target, conf: dict[str, str]):
+    """The session for `conf` (a running one reused), its runtime settings set after start."""
+    from pyspark.sql import SparkSession
+
     later = deferred_conf(target, conf)
     builder = SparkSession.builder
     for key, value in conf.items():
@@ -100,14 +124,6 @@ def build_session(
             "(run with --debug for the full error)",
         ) from exc
     set_after_start(spark, target, later)
-    if resolving:  # this start ran Ivy: record what it resolved for the next one
-        jars.remember(conf, _spark_version(), spark.sparkContext.getConf().get(jars.JARS, ""))
-    if not target.is_connect:
-        spark.sparkContext.setLogLevel("ERROR")
-        _quiet(spark, "org.apache.hadoop.hive.metastore.HiveAlterHandler")
-    from sqlflow.engine.udfs import register_udfs
-
-    register_udfs(spark, project_dir)
     return spark
 
 
