@@ -89,11 +89,12 @@ def make_project(
     A `profiles/profiles.yml` with a session target `local` (schema `dw`) is written too.
     """
     root = Path(tmp_path)
+    project_text = project_yml if isinstance(project_yml, str) else None
     if isinstance(project_yml, dict):
         base = yaml.safe_load(DEFAULT_PROJECT_YML)
         base.update(project_yml)
-        project_yml = yaml.safe_dump(base, sort_keys=False)
-    _write(root, "dbt_project.yml", project_yml or DEFAULT_PROJECT_YML)
+        project_text = yaml.safe_dump(base, sort_keys=False)
+    _write(root, "dbt_project.yml", project_text or DEFAULT_PROJECT_YML)
     if profiles_yml:
         _write(root, "profiles/profiles.yml", profiles_yml)
     for rel, sql in (models or {}).items():

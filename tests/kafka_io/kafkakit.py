@@ -109,21 +109,22 @@ def mixed_records(rnd, n: int, t0_ms: int) -> tuple[list[bytes | dict], list[int
     for i in range(n):
         ingest = t0_ms + i * 1000
         event = datetime.fromtimestamp(ingest / 1000, timezone.utc) - timedelta(seconds=rnd.randint(0, 900))
-        value: bytes | dict = {"req_id": f"r{i}", "ad_id": rnd.randint(1, 5),
-                               "click_ts": event.isoformat().replace("+00:00", "Z")}
+        clean = {"req_id": f"r{i}", "ad_id": rnd.randint(1, 5),
+                 "click_ts": event.isoformat().replace("+00:00", "Z")}
+        value: bytes | dict = clean
         kind = rnd.random()
         if kind < 0.05:
             value = b'{"req_id": "r' + str(i).encode() + b'", "ad_id": '
         elif kind < 0.08:
             value = b"\xc3\x28 not utf-8"
         elif kind < 0.11:
-            value = {**value, "ad_id": "many"}
+            value = {**clean, "ad_id": "many"}
         elif kind < 0.13:
-            value = {**value, "req_id": "x" * 300}
+            value = {**clean, "req_id": "x" * 300}
         elif kind < 0.16:
             value = {"req_id": f"r{i}", "ad_id": 1}
         elif kind < 0.2:
-            value = {**value, "click_ts": (event + timedelta(hours=1)).isoformat().replace("+00:00", "Z")}
+            value = {**clean, "click_ts": (event + timedelta(hours=1)).isoformat().replace("+00:00", "Z")}
         values.append(value)
         stamps.append(ingest)
     return values, stamps
