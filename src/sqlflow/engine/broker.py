@@ -37,8 +37,10 @@ _LOG4J = """<?xml version="1.0" encoding="UTF-8"?>
 
 
 def ivy_home() -> Path:
-    """Spark's Ivy folder (`spark.jars.ivy`'s default for Spark 4)."""
-    return Path(os.environ.get("SQLFLOW_IVY_HOME", Path.home() / ".ivy2.5.2"))
+    """Spark's Ivy folder (`spark.jars.ivy`'s default for Spark 4), the one whose cache and
+    lock (`jars.resolving`) the Spark starts use; `SQLFLOW_IVY_HOME` names another."""
+    folder = os.environ.get("SQLFLOW_IVY_HOME")
+    return Path(folder) if folder else jars.ivy_dir({})
 
 
 def _java() -> str:

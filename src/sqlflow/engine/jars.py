@@ -96,8 +96,8 @@ def remember(conf: dict[str, str], spark_version: str, started_jars: str) -> Non
 def resolving(folder: Path) -> Iterator[None]:
     """Hold the Ivy folder `folder` for one resolution: every sqlflow process that runs Ivy
     there (a Spark start that resolves packages, the Kafka broker's jars) waits for the one
-    before it. A lock file that cannot be made (a read-only home) is not held: Spark then
-    resolves as it always does."""
+    before it. A lock that cannot be made or taken (a read-only home, a file system without
+    locks) is not held: Spark then resolves as it always does."""
     try:
         import fcntl
     except ImportError:  # (no flock here: Windows)
@@ -110,7 +110,11 @@ def resolving(folder: Path) -> Iterator[None]:
         yield
         return
     with handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX)
+        except OSError:  # a file system without locks (some NFS mounts): resolve unguarded
+            yield
+            return
         try:
             yield
         finally:

@@ -89,8 +89,9 @@ def _start_resolved(target: Target, conf: dict[str, str]):
     start that has to resolve them holds the Ivy folder meanwhile (`jars.resolving`) and
     records them for the next one."""
     version = _spark_version()
-    if jars.PACKAGES not in jars.resolved(conf, version):
-        return _start(target, jars.resolved(conf, version))
+    found = jars.resolved(conf, version)
+    if jars.PACKAGES not in found:  # nothing to resolve, or resolved by an earlier start
+        return _start(target, found)
     with jars.resolving(jars.ivy_dir(conf)):
         found = jars.resolved(conf, version)  # another process may have resolved them meanwhile
         spark = _start(target, found)
