@@ -9,12 +9,23 @@ from sqlflow.runtime.incremental import held
 
 
 class Frame(list):
-    """A stand-in DataFrame: its rows; `unpersist` is recorded."""
+    """A stand-in DataFrame: its rows; `coalesce`, `persist` and `unpersist` are recorded."""
 
-    dropped = False
+    dropped = persisted = False
+    partitions: int | None = None
+    compact: Frame | None = None  # the copy `coalesce` made of it
 
     def unionByName(self, other):
         return Frame([*self, *other])
+
+    def coalesce(self, n):
+        self.compact = Frame(self)
+        self.compact.partitions = n
+        return self.compact
+
+    def persist(self):
+        self.persisted = True
+        return self
 
     def unpersist(self):
         self.dropped = True
@@ -34,6 +45,19 @@ def test_a_run_is_the_table_plus_each_following_batch_until_one_does_not_follow(
     # a batch that ends inside a version (None) breaks the run: its cached rows are released
     assert not h.extend("t", 4, 6, None, Frame(["v7"]), Frame(["v7"]), 1)
     assert h.rows("t", 6, 5) is None and b1.dropped and b2.dropped
+
+
+def test_each_held_batch_is_one_cached_partition_released_with_the_run():
+    """A batch's new rows come from the few small files of each commit, one task per file: a
+    held batch is one cached partition, so a later join scans one task per batch."""
+    h = held.Held()
+    h.start("t", 3, Frame(["v1"]), 1)
+    new = Frame(["v4", "v5"])
+    assert h.extend("t", 1, 3, 4, new, new, 2)
+    assert new.compact is not None and new.compact.partitions == 1 and new.compact.persisted
+    assert h.rows("t", 4, 2) == ["v1", "v4", "v5"]
+    h.clear()
+    assert new.dropped and new.compact.dropped
 
 
 def test_a_run_serves_only_the_version_it_reaches_and_later_batches():

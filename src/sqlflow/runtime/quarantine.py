@@ -36,6 +36,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import DateType, TimestampNTZType, TimestampType
 
 from sqlflow.errors import SqlflowError
+from sqlflow.identifiers import quote
 from sqlflow.planning.plan import SourceBinding
 
 REASONS = ("late", "future", "null_event_time", "malformed", "dim_missing", "null_partition",
@@ -115,6 +116,7 @@ class Times:
 
 def event_times(df: DataFrame, binding: SourceBinding, *, model: str) -> Times:
     """The event and ingest time columns of `df`, cast to TIMESTAMP where they are not one.
+    Columns by name: valid over any frame with `df`'s columns (a stream's next micro-batch).
 
     A declared event-time column that `df` lacks is a user error. A missing ingest column is
     one too for a source; a model input may not carry its inputs' ingest column, and its rows
@@ -133,9 +135,9 @@ def event_times(df: DataFrame, binding: SourceBinding, *, model: str) -> Times:
             f"model `{model}`: input `{binding.relation}` has no column `{binding.ingest_time}`, "
             "its declared ingest time",
             hint="fix `ingest_time` in the source's yml (meta: sqlflow:)")
-    return Times(raw_event=df[event], event=_timestamp(df, event),
+    return Times(raw_event=F.col(quote(event)), event=_timestamp(df, event),
                  ingest=_timestamp(df, ingest) if ingest else F.lit(None).cast("timestamp"),
-                 kafka_error=df[KAFKA_ERROR] if KAFKA_ERROR in df.columns else None)
+                 kafka_error=F.col(KAFKA_ERROR) if KAFKA_ERROR in df.columns else None)
 
 
 def reason_of(times: Times, binding: SourceBinding) -> Column:
@@ -164,9 +166,9 @@ def in_dates(times: Times, low: Column, high: Column) -> Column:
 
 
 def _timestamp(df: DataFrame, name: str) -> Column:
-    kind = df.schema[name].dataType
+    kind, column = df.schema[name].dataType, F.col(quote(name))
     if isinstance(kind, TimestampType):
-        return df[name]
+        return column
     if isinstance(kind, (TimestampNTZType, DateType)):
-        return df[name].cast("timestamp")
-    return F.try_to_timestamp(df[name].cast("string"))
+        return column.cast("timestamp")
+    return F.try_to_timestamp(column.cast("string"))

@@ -19,6 +19,11 @@ again. A run is dropped, and the next micro-batch reads the table again, when a 
 not follow on from it (it starts or ends inside a version, or somewhere else), or when it would
 hold more than `MAX_ROWS` new rows or `MAX_BATCHES` micro-batches (memory, and the width of the
 union each micro-batch plans).
+
+Each batch's rows are held as one cached partition (`_compact`): a micro-batch's new rows are
+read from the few small files each commit adds, one task per file, and a union of 16 batches of
+them planned 8-16 tasks per batch into every later join (88 tasks of about 17 ms for 1,000 new
+rows, `bench/microbatch_cost.py`, 2026-11-26). Held, each batch is one task read from memory.
 """
 
 from __future__ import annotations
@@ -38,7 +43,7 @@ class Run:
     table: DataFrame      # the table's clean rows as of `base` (its snapshot built once)
     end: int              # the version the run reaches: `base` plus `pieces`
     batch: int            # the newest micro-batch id it holds (or started in)
-    pieces: list[tuple[DataFrame, DataFrame]] = field(default_factory=list)  # (cached, clean rows)
+    pieces: list[tuple[DataFrame, DataFrame]] = field(default_factory=list)  # (cached, held rows)
     rows: int = 0
 
 
@@ -80,15 +85,23 @@ class Held:
         if len(run.pieces) >= MAX_BATCHES or run.rows + rows > MAX_ROWS:
             self.drop(relation)
             return False
-        run.pieces.append((cached, clean))
+        run.pieces.append((cached, _compact(clean)))
         run.rows, run.end, run.batch = run.rows + rows, end, batch_id
         return True
 
     def drop(self, relation: str) -> None:
         run = self.runs.pop(relation, None)
-        for cached, _ in run.pieces if run else ():
+        for cached, kept in run.pieces if run else ():
+            kept.unpersist()
             cached.unpersist()
 
     def clear(self) -> None:
         for relation in list(self.runs):
             self.drop(relation)
+
+
+def _compact(clean: DataFrame) -> DataFrame:
+    """A batch's clean new rows as held: one partition (at most `MAX_ROWS` small rows), cached
+    at its first read, the next micro-batch's join. `cached`, the rows it is computed from,
+    stays cached beside it until the run drops both."""
+    return clean.coalesce(1).persist()
