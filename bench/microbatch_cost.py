@@ -297,6 +297,12 @@ def drive(spark, run: Run, query, args, table: str, rows_in: Callable[[], dict[i
             if query.exception() is not None:
                 raise RuntimeError(str(query.exception()).splitlines()[0])
             counted = rows_in()
+            # sqlflow reports a batch from inside it; Spark's progress of it comes after its
+            # commit: wait for that too, or its jobs would be counted with the next batch's
+            until = time.monotonic() + 30
+            while query.isActive and time.monotonic() < until and \
+                    not set(counted) <= {p["batchId"] for p in query.recentProgress}:
+                time.sleep(0.05)
             new = [p for p in query.recentProgress
                    if p["batchId"] not in seen and counted.get(p["batchId"])]
             jobs_now, logs_now = set(tracker.getJobIdsForGroup(group)), delta_logs(warehouse)
