@@ -23,7 +23,9 @@ union each micro-batch plans).
 Each batch's rows are held as one cached partition (`_compact`): a micro-batch's new rows are
 read from the few small files each commit adds, one task per file, and a union of 16 batches of
 them planned 8-16 tasks per batch into every later join (88 tasks of about 17 ms for 1,000 new
-rows, `bench/microbatch_cost.py`, 2026-11-26). Held, each batch is one task read from memory.
+rows at a load of 9, `bench/microbatch_cost.py`, 2026-11-26). Held, each batch is one task read
+from memory. For a batch whose new rows came from the micro-batch itself, both caches are kept
+until the run drops them (the one partition is filled at the next batch's join, from the other).
 """
 
 from __future__ import annotations

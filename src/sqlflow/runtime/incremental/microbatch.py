@@ -617,7 +617,8 @@ class MicroBatch(BatchFunction):
 class Stats:
     """`MicroBatch._stats`: rows per input index, quarantine rows per reason, (min, max) µs of
     each prune range's other side, max ingest µs per input (clean rows; None: no rows), and
-    the quarantine reason column it built over each input's new rows (`quarantine.reason_of`)."""
+    each input's quarantine reason column (`quarantine.reason_of`, by column name: built at the
+    query's first micro-batch, `MicroBatch._stat_columns`, and valid over every batch's rows)."""
 
     rows: dict[int, int] = dataclasses.field(default_factory=dict)
     reason_of: dict[int, Column] = dataclasses.field(default_factory=dict)
