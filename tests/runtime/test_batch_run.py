@@ -12,6 +12,7 @@ import pytest
 from click.testing import CliRunner
 
 from helpers import ad_sources_yml, make_project
+from rowdiff import row_diff
 from runtime.adkit import CLICK_SCHEMA, DAY1, IMP_SCHEMA, at, click, imp
 from sqlflow.cli.main import main
 from sqlflow.compiler import compile_project
@@ -165,12 +166,12 @@ def plans(ctx):
 
 
 def assert_same_rows(spark, table_or_df, expected, schema, where="TRUE"):
-    """Multiset equality, every column: EXCEPT ALL both ways is empty."""
+    """Multiset equality, every column (`rowdiff`)."""
     got = spark.table(table_or_df) if isinstance(table_or_df, str) else table_or_df
     got = got.where(where).select(*[c.split()[0] for c in schema.split(", ")])
     want = spark.createDataFrame(expected, schema).where(where)
-    missing, extra = want.exceptAll(got).collect(), got.exceptAll(want).collect()
-    assert (missing, extra) == ([], []), f"missing {missing}, unexpected {extra}"
+    diff = row_diff(want, got)
+    assert diff.equal, f"missing {diff.missing}, unexpected {diff.extra}"
 
 
 FILTERED = "req_id string, ad_id bigint, imp_ts timestamp, dt date"

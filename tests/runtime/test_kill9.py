@@ -15,6 +15,9 @@ streams, runs the rounds the kill left to their end, then runs the batch plan of
 model and is killed after its sink write (`batch_sink`); the third runs that backfill again
 and the batch plan of a copy of the group. Two kills, three processes.
 
+Each process's JVM compiles with C1 only (`-XX:TieredStopAtLevel=1` in its profile): a JVM
+that lives a few minutes on small data spends less CPU that way (tests/cluster/demo_runs.py).
+
 Every process has a time budget (`SQLFLOW_KILL_BUDGET`, seconds, default 900): past it the
 process group is killed and the test fails naming the step it was in, with its output; the
 fixture kills any process group still alive at teardown. `SQLFLOW_KILL_SEED=<n>` replays a
@@ -72,7 +75,7 @@ sqlflow:
         spark.sql.catalog.spark_catalog: org.apache.spark.sql.delta.catalog.DeltaCatalog
         spark.sql.warehouse.dir: .sqlflow/warehouse
         spark.hadoop.javax.jdo.option.ConnectionURL: "jdbc:derby:;databaseName=.sqlflow/metastore_db;create=true"
-        spark.driver.extraJavaOptions: "-Dderby.system.home=.sqlflow"
+        spark.driver.extraJavaOptions: "-Dderby.system.home=.sqlflow -XX:TieredStopAtLevel=1"
         spark.sql.shuffle.partitions: "2"
         spark.sql.session.timeZone: UTC
         spark.ui.enabled: "false"

@@ -35,6 +35,7 @@ import pytest
 from pyspark.sql import functions as F
 
 from helpers import events_sources_yml, make_project, stop_query
+from rowdiff import row_diff
 from sqlflow.compiler import compile_project
 from sqlflow.engine.context import Context
 from sqlflow.errors import SqlflowError
@@ -178,9 +179,8 @@ def assert_group_equals_the_batch_plan(spark, s):
 
 
 def assert_same(spark, got, want, drop=()):
-    g, w = spark.table(got).drop(*drop), spark.table(want).drop(*drop)
-    missing, extra = w.exceptAll(g).collect(), g.exceptAll(w).collect()
-    assert (missing, extra) == ([], []), f"{got}: missing {missing}, unexpected {extra}"
+    diff = row_diff(spark.table(want).drop(*drop), spark.table(got).drop(*drop))
+    assert diff.equal, f"{got}: missing {diff.missing}, unexpected {diff.extra}"
 
 
 def test_stream_with_a_crash_between_targets_equals_the_batch_plan(spark, setup, hook):

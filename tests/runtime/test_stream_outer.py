@@ -20,6 +20,7 @@ import pytest
 from pyspark.sql import functions as F
 
 from helpers import stop_query
+from rowdiff import row_diff
 from runtime.adkit import (
     CLICK_SCHEMA,
     IMP_SCHEMA,
@@ -214,8 +215,8 @@ def test_a_row_matching_an_already_padded_row_marks_its_partition_dirty(spark, s
 
 def assert_same_where(spark, got_table, want_table, where):
     got, want = spark.table(got_table).where(where), spark.table(want_table).where(where)
-    assert (want.exceptAll(got).collect(), got.exceptAll(want).collect()) == ([], [])
-    assert want.count() > 0
+    diff = row_diff(want, got)
+    assert diff.equal and diff.want_rows > 0, diff
 
 
 def test_an_idle_side_times_out_and_its_rows_are_padded_while_the_query_runs(spark, setup):
