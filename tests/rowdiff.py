@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from sqlflow.identifiers import quote
+
 
 @dataclass(frozen=True)
 class RowDiff:
@@ -28,9 +30,11 @@ class RowDiff:
 
 
 def row_diff(want: DataFrame, got: DataFrame, limit: int = 10) -> RowDiff:
-    """`want` and `got` row for row (by column name, `got` may order its columns differently)."""
+    """`want` and `got` row for row, by column name (`got` may order its columns differently,
+    but must have the same ones: EXCEPT ALL refuses two sides of different widths)."""
     names = want.columns
-    cols = [F.col(f"`{c}`") for c in names]
+    assert sorted(got.columns) == sorted(names), f"columns differ: want {names}, got {got.columns}"
+    cols = [F.col(quote(c)) for c in names]
     sides = (want.select(*cols, F.lit(1).alias("__want"), F.lit(0).alias("__got"))
              .unionByName(got.select(*cols, F.lit(0).alias("__want"), F.lit(1).alias("__got"))))
     counted = sides.groupBy(*cols).agg(F.sum("__want").alias("__want"), F.sum("__got").alias("__got"))

@@ -17,6 +17,7 @@ import yaml
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from helpers import SHORT_JVM
 from rowdiff import row_diff
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -29,11 +30,6 @@ DEMO = ["--rows", "200", "--days", "1", "--seed", "5"]  # small: ~200 impression
 # each). A setting of speed, not of rows: half the tasks, and half the files a partition of a
 # Delta write gets, for ~600 rows a run.
 SMALL_RUN = {"spark.sql.shuffle.partitions": "2", "spark.default.parallelism": "2"}
-# The JVMs of these `sqlflow` processes (drivers and the cluster's executors) live a few
-# minutes on a few hundred rows: compiling with C1 only costs them less CPU than C2 saves them
-# (the whole folder, alone on the two-core machine: 1,493 s of CPU -> 1,201 s, 833 s -> 715 s).
-# The test session's own JVM lives for the whole run and keeps C2 (README, "Tests").
-SHORT_JVM = "-XX:TieredStopAtLevel=1"
 
 
 def copy_project(dest: Path) -> Path:
@@ -45,7 +41,7 @@ def copy_project(dest: Path) -> Path:
     doc = yaml.safe_load(profiles.read_text())
     for name in ("local", "cluster"):
         params = doc["sqlflow"]["outputs"][name]["server_side_parameters"]
-        params.update(SMALL_RUN)
+        params.update(SMALL_RUN)  # and C1 only for the drivers and the cluster's executors
         params["spark.driver.extraJavaOptions"] += f" {SHORT_JVM}"
         params["spark.executor.extraJavaOptions"] = SHORT_JVM
     profiles.write_text(yaml.safe_dump(doc, sort_keys=False))
@@ -78,7 +74,8 @@ NOT_EMPTY = ("dw.dwd_ad_click_samples", "dw.dwd_ad_clicks_attributed", "dw.dwd_u
 
 def _rows(spark, found: dict[str, Path]) -> DataFrame:
     """Every row of `found` as (table, row as JSON of every column in table order): one
-    DataFrame, so comparing all tables is one Spark job (`rowdiff`), not one per table. A quarantine row's `origin` (where it was read) differs by mode: dropped."""
+    DataFrame, so comparing all tables is one Spark job (`rowdiff`), not one per table. A
+    quarantine row's `origin` (where it was read) differs by mode: dropped."""
     frames = []
     for name, path in sorted(found.items()):
         df = spark.read.format("delta").load(str(path))

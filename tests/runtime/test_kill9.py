@@ -15,8 +15,8 @@ streams, runs the rounds the kill left to their end, then runs the batch plan of
 model and is killed after its sink write (`batch_sink`); the third runs that backfill again
 and the batch plan of a copy of the group. Two kills, three processes.
 
-Each process's JVM compiles with C1 only (`-XX:TieredStopAtLevel=1` in its profile): a JVM
-that lives a few minutes on small data spends less CPU that way (tests/cluster/demo_runs.py).
+Each process's JVM compiles with C1 only (`helpers.SHORT_JVM` in its profile): a JVM that
+lives a few minutes on small data spends less CPU that way.
 
 Every process has a time budget (`SQLFLOW_KILL_BUDGET`, seconds, default 900): past it the
 process group is killed and the test fails naming the step it was in, with its output; the
@@ -40,7 +40,7 @@ from pathlib import Path
 import pytest
 from pyspark.sql import functions as F
 
-from helpers import make_project, ods_sources_yml
+from helpers import SHORT_JVM, make_project, ods_sources_yml
 from runtime.adkit import CLICK_SCHEMA, DAY1, IMP_SCHEMA, in_ingest_chunks, random_rows
 from sqlflow.runtime import fault_points
 
@@ -59,7 +59,7 @@ JOIN {{ source('ods', 'imps') }} AS i
 DEPTS = ("live", "main", "music")
 EVENT_SCHEMA = ("event_id string, spmid string, event_type string, product string, event_ts timestamp, "
                 "ingest_ts timestamp")
-PROFILE = """\
+PROFILE = f"""\
 sqlflow:
   target: local
   outputs:
@@ -75,7 +75,7 @@ sqlflow:
         spark.sql.catalog.spark_catalog: org.apache.spark.sql.delta.catalog.DeltaCatalog
         spark.sql.warehouse.dir: .sqlflow/warehouse
         spark.hadoop.javax.jdo.option.ConnectionURL: "jdbc:derby:;databaseName=.sqlflow/metastore_db;create=true"
-        spark.driver.extraJavaOptions: "-Dderby.system.home=.sqlflow -XX:TieredStopAtLevel=1"
+        spark.driver.extraJavaOptions: "-Dderby.system.home=.sqlflow {SHORT_JVM}"
         spark.sql.shuffle.partitions: "2"
         spark.sql.session.timeZone: UTC
         spark.ui.enabled: "false"

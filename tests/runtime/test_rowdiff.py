@@ -1,5 +1,6 @@
 """The comparison every differential test relies on (`tests/rowdiff.py`) finds what EXCEPT ALL
-both ways finds: a missing row, an extra row, a row held once too often, in one job."""
+both ways finds: a missing row, an extra row, a row held once too often, a column only one
+side has; in one job."""
 
 from __future__ import annotations
 
@@ -29,3 +30,6 @@ def test_row_diff_agrees_with_except_all_both_ways(spark):
     assert sum(n for _, n in diff.missing) == want.exceptAll(got).count()
     assert sum(n for _, n in diff.extra) == got.exceptAll(want).count()
     assert row_diff(want.limit(0), got.limit(0)).want_rows == 0
+    # a column only one side has is a difference, as it is to EXCEPT ALL
+    with pytest.raises(AssertionError, match="columns differ"):
+        row_diff(want, same.withColumn("extra", same["n"]))
