@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from helpers import LONG_JVM
 from spark_servers import (  # noqa: F401  (session fixtures)
     connect_launch,
     connect_server,
@@ -43,7 +44,7 @@ def spark(spark_state):
         "spark.sql.warehouse.dir": str(spark_state / "warehouse"),
         "spark.hadoop.javax.jdo.option.ConnectionURL":
             f"jdbc:derby:;databaseName={spark_state / 'metastore_db'};create=true",
-        "spark.driver.extraJavaOptions": f"-Dderby.system.home={spark_state}",
+        "spark.driver.extraJavaOptions": f"-Dderby.system.home={spark_state} {LONG_JVM}",
         "spark.sql.shuffle.partitions": "2",
         "spark.driver.memory": "3g",
     }

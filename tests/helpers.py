@@ -9,11 +9,17 @@ from typing import Any
 
 import yaml
 
+# The JVM options of the test session's JVM and of the Connect server: the serial collector.
+# On small data G1's concurrent and parallel GC threads cost CPU the two cores do not have (two
+# runtime test files on two workers, rounds side by side: 538 and 552 s of CPU with G1, 493 and
+# 516 s serial; wall 285/289 s -> 267/275 s; the parallel collector: 535 s). Both JVMs keep C2:
+# they live for the whole run, and with C1 only the session's was slower (README, "Tests").
+LONG_JVM = "-XX:+UseSerialGC"
 # The JVM options of a `sqlflow` process a test starts: it lives a few minutes on small data,
 # and compiling with C1 only costs it less CPU than C2 saves it (`tests/cluster/` alone on the
-# two-core machine: 1,493 s of CPU -> 1,201 s, 833 s -> 715 s). The test session's own JVM lives
-# for the whole run and keeps C2: with C1 only it was slower (README, "Tests").
-SHORT_JVM = "-XX:TieredStopAtLevel=1"
+# two-core machine: 1,493 s of CPU -> 1,201 s, 833 s -> 715 s); the serial collector too
+# (`tests/kafka_io/test_kill.py` alone: 104 s of CPU with neither, 94 s with C1, 85 s with both).
+SHORT_JVM = f"-XX:TieredStopAtLevel=1 {LONG_JVM}"
 
 DEFAULT_PROJECT_YML = """\
 name: testproj

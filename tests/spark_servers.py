@@ -27,6 +27,8 @@ from pathlib import Path
 import pyspark
 import pytest
 
+from helpers import LONG_JVM
+
 SPARK_HOME = Path(pyspark.__file__).parent
 SPARK_CLASS = SPARK_HOME / "bin" / "spark-class"
 WORKERS = 2
@@ -224,7 +226,7 @@ def connect_launch(tmp_path_factory, spark):
         "spark.sql.warehouse.dir": str(folder / "warehouse"),
         "spark.hadoop.javax.jdo.option.ConnectionURL":
             f"jdbc:derby:;databaseName={folder / 'metastore_db'};create=true",
-        "spark.driver.extraJavaOptions": f"-Dderby.system.home={folder}",
+        "spark.driver.extraJavaOptions": f"-Dderby.system.home={folder} {LONG_JVM}",
     }
     args = ["org.apache.spark.deploy.SparkSubmit", "--class",
             "org.apache.spark.sql.connect.service.SparkConnectServer", "--name", "sqlflow-connect"]

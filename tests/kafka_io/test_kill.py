@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import make_project
+from helpers import SHORT_JVM, make_project
 from kafka_io.kafkakit import SOURCES_YML, STAGING, mixed_records, produce, unique
 
 pytestmark = pytest.mark.spark
@@ -41,7 +41,7 @@ sqlflow:
         spark.sql.catalog.spark_catalog: org.apache.spark.sql.delta.catalog.DeltaCatalog
         spark.sql.warehouse.dir: {state}/warehouse
         spark.hadoop.javax.jdo.option.ConnectionURL: "jdbc:derby:;databaseName={state}/metastore_db;create=true"
-        spark.driver.extraJavaOptions: "-Dderby.system.home={state}"
+        spark.driver.extraJavaOptions: "-Dderby.system.home={state} {SHORT_JVM}"
         spark.sql.shuffle.partitions: "2"
         spark.sql.session.timeZone: UTC
         spark.ui.enabled: "false"
