@@ -9,10 +9,10 @@ from typing import Any
 
 import yaml
 
-# The JVM options of the test session's JVM and of the Connect server (not measured alone;
-# it runs the same kind of work): the serial collector. On small data G1's concurrent and
-# parallel GC threads cost CPU the two cores do not have (two runtime test files on two
-# workers, rounds side by side: 538 and 552 s of CPU with G1, 493 and 516 s serial; wall
+# The JVM options of the test session's JVM and of the Connect server: the serial collector.
+# On small data G1's concurrent and parallel GC threads cost CPU the two cores do not have
+# (the Connect tests alone, one run each: 698 s of CPU with G1 there, 638 s serial, wall 450 s
+# -> 418 s; two runtime test files on two workers, rounds side by side: 538 and 552 s of CPU with G1, 493 and 516 s serial; wall
 # 285/289 s -> 267/275 s; the parallel collector: 535 s). Both JVMs keep C2: they live for the
 # whole run, and with C1 only the session's was slower (README, "Tests").
 LONG_JVM = "-XX:+UseSerialGC"
