@@ -13,8 +13,9 @@ import yaml
 # On small data G1's concurrent and parallel GC threads cost CPU the two cores do not have
 # (the Connect tests alone, one run each: 698 s of CPU with G1 there, 638 s serial, wall 450 s
 # -> 418 s; two runtime test files on two workers, rounds side by side: 538 and 552 s of CPU
-# with G1, 493 and 516 s serial, wall 285/289 s -> 267/275 s; the parallel collector: 535 s). Both JVMs keep C2: they live for the
-# whole run, and with C1 only the session's was slower (README, "Tests").
+# with G1, 493 and 516 s serial, wall 285/289 s -> 267/275 s; the parallel collector: 535 s).
+# Both JVMs keep C2: they live for the whole run, and with C1 only the session's was slower
+# (README, "Tests").
 LONG_JVM = "-XX:+UseSerialGC"
 # The JVM options of a `sqlflow` process a test starts: it lives a few minutes on small data,
 # and compiling with C1 only costs it less CPU than C2 saves it (`tests/cluster/` alone on the
