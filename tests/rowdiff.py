@@ -3,7 +3,8 @@
 EXCEPT ALL both ways is two shuffles and two jobs (three with a count that shows the comparison
 is not vacuous); grouping the union of both sides by every column and counting each side's
 copies answers all three at once, with the same equality (Spark rewrites EXCEPT ALL into that
-aggregate: NULLs equal, -0.0 equal to 0.0)."""
+aggregate: NULLs equal, -0.0 equal to 0.0). The aggregate is `sqlflow verify`'s own
+(`workflows/verify/compare.copies`); this module lists the differing rows for a test's message."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from sqlflow.identifiers import quote
+from sqlflow.workflows.verify.compare import BATCH, STREAM, copies
 
 
 @dataclass(frozen=True)
@@ -35,13 +37,10 @@ def row_diff(want: DataFrame, got: DataFrame, limit: int = 10) -> RowDiff:
     names = want.columns
     assert sorted(got.columns) == sorted(names), f"columns differ: want {names}, got {got.columns}"
     cols = [F.col(quote(c)) for c in names]
-    sides = (want.select(*cols, F.lit(1).alias("__want"), F.lit(0).alias("__got"))
-             .unionByName(got.select(*cols, F.lit(0).alias("__want"), F.lit(1).alias("__got"))))
-    counted = sides.groupBy(*cols).agg(F.sum("__want").alias("__want"), F.sum("__got").alias("__got"))
-    differs = F.col("__want") != F.col("__got")
-    diff = F.struct(F.struct(*cols).alias("row"), (F.col("__want") - F.col("__got")).alias("n"))
-    (summary,) = counted.agg(F.coalesce(F.sum("__want"), F.lit(0)).alias("rows"),
-                             F.collect_list(F.when(differs, diff)).alias("diff")).collect()
+    differs = F.col(BATCH) != F.col(STREAM)
+    diff = F.struct(F.struct(*cols).alias("row"), (F.col(BATCH) - F.col(STREAM)).alias("n"))
+    (summary,) = copies(want, got).agg(F.coalesce(F.sum(BATCH), F.lit(0)).alias("rows"),
+                                       F.collect_list(F.when(differs, diff)).alias("diff")).collect()
     ordered = sorted(summary["diff"], key=lambda d: str(d["row"]))
     missing = [(d["row"].asDict(), d["n"]) for d in ordered if d["n"] > 0][:limit]
     extra = [(d["row"].asDict(), -d["n"]) for d in ordered if d["n"] < 0][:limit]

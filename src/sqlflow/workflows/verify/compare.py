@@ -100,19 +100,25 @@ def _partition_key(columns: Sequence[str], partition_by: Sequence[str]) -> Colum
     return partition_path.key(parts)
 
 
-_BATCH, _STREAM = "__sqlflow_batch_copies", "__sqlflow_stream_copies"
+BATCH, STREAM = "__sqlflow_batch_copies", "__sqlflow_stream_copies"
+
+
+def copies(want: DataFrame, got: DataFrame) -> DataFrame:
+    """Every distinct row of either side (`want`'s columns, matched by name in `got`) with how
+    many copies each side holds, in columns `BATCH` and `STREAM`: the one aggregate both
+    directions of EXCEPT ALL are counted from (see the module docstring)."""
+    cols = [F.col(quote_ident(c)) for c in want.columns]
+    sides = (want.select(*cols, F.lit(1).alias(BATCH), F.lit(0).alias(STREAM))
+             .unionByName(got.select(*cols, F.lit(0).alias(BATCH), F.lit(1).alias(STREAM))))
+    return sides.groupBy(*cols).agg(F.sum(BATCH).alias(BATCH), F.sum(STREAM).alias(STREAM))
 
 
 def _counts(want: DataFrame, got: DataFrame, key: Column) -> list[tuple[str, int, int, int, int]]:
     """Per partition (sorted): batch rows, stream rows, missing, extra (see the module
-    docstring). `got` has `want`'s columns in `want`'s order."""
-    cols = [F.col(quote_ident(c)) for c in want.columns]
-    sides = (want.select(*cols, F.lit(1).alias(_BATCH), F.lit(0).alias(_STREAM))
-             .unionByName(got.select(*cols, F.lit(0).alias(_BATCH), F.lit(1).alias(_STREAM))))
-    copies = sides.groupBy(*cols).agg(F.sum(_BATCH).alias(_BATCH), F.sum(_STREAM).alias(_STREAM))
-    more = F.col(_BATCH) - F.col(_STREAM)
-    rows = copies.groupBy(key.alias("k")).agg(
-        F.sum(_BATCH).alias("batch"), F.sum(_STREAM).alias("stream"),
+    docstring)."""
+    more = F.col(BATCH) - F.col(STREAM)
+    rows = copies(want, got).groupBy(key.alias("k")).agg(
+        F.sum(BATCH).alias("batch"), F.sum(STREAM).alias("stream"),
         F.sum(F.greatest(more, F.lit(0))).alias("missing"),
         F.sum(F.greatest(-more, F.lit(0))).alias("extra")).collect()
     return sorted((r["k"], r["batch"], r["stream"], r["missing"], r["extra"]) for r in rows)
