@@ -21,7 +21,11 @@ LONG_JVM = "-XX:+UseSerialGC"
 # and compiling with C1 only costs it less CPU than C2 saves it (`tests/cluster/` alone on the
 # two-core machine: 1,493 s of CPU -> 1,201 s, 833 s -> 715 s); the serial collector too
 # (`tests/kafka_io/test_kill.py` alone: 104 s of CPU with neither, 94 s with C1, 85 s with both).
-SHORT_JVM = f"-XX:TieredStopAtLevel=1 {LONG_JVM}"
+# With C1 only the JVM reserves 48 MB for compiled code, which Spark's classes fill: its code
+# cache sweeper then spent 53 of the 697 s of CPU these processes took over a full run, and C1
+# compiled again what it flushed. 256 MB (C2's default is 240 MB): `tests/runtime/test_kill9.py`
+# alone, two rounds each, 356 and 332 s of CPU -> 307 and 279 s.
+SHORT_JVM = f"-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=256m {LONG_JVM}"
 
 DEFAULT_PROJECT_YML = """\
 name: testproj
