@@ -110,9 +110,10 @@ def chunks(rnd, rows, table, schema):
 
 def in_ingest_chunks(rnd, rows, table, schema, most=4):
     """The rows in ingest order (ties shuffled), cut into at most `most` random chunks: one
-    commit each, so one micro-batch each of a `one_file_per_batch` run. (Uncapped, the chunks
-    shrank to one row each at the end: 11 micro-batches of 5 s for 24 rows, where four split
-    the rows as randomly.)"""
+    commit each, so one micro-batch each of a `one_file_per_batch` run. The cuts are at random
+    points; the last chunk takes the rest (uncapped, the chunks shrank to one row each at the
+    end: 11 micro-batches of about 5 s for 24 rows)."""
+    assert most >= 1, most
     rows = list(rows)
     rnd.shuffle(rows)
     rows.sort(key=lambda r: r[-2])
