@@ -140,6 +140,12 @@ class MicroBatch(BatchFunction):
         self._sink_info: deltalog.TableInfo | None = None
         self._log_location: str | None = None
         self._state_exists: dict[str, bool] = {}
+        self._state_location: dict[str, str] = {}  # state table -> folder, once appended to
+        # the outer join's progress after the last step this object recorded (`_record`):
+        # (batch, seq) and the progress; the next micro-batch starts from it instead of
+        # reading the progress table (only this query writes it while it runs)
+        self._recorded: tuple[tuple[int, int], padding.Progress] | None = None
+        self._progress_exists = False  # the progress table, once this object has written it
         self._stat_memo: dict[tuple[int, str], tuple[list[Column], Column]] = {}  # `_stat_columns`
         began = time.monotonic()
         self.last_rows = {b.relation: began for b in sides}  # when each input last brought rows
@@ -214,6 +220,7 @@ class MicroBatch(BatchFunction):
                                 known=self._sink_info)
                 if self._sink_info is None:
                     self._sink_info = deltalog.describe(spark, plan.sink.table)
+            self._uncache()  # before the state appends (`_uncache`)
             fault_points.reached("sink", batch_id)
             if self.after_sink:
                 self.after_sink(batch_id)
@@ -222,12 +229,14 @@ class MicroBatch(BatchFunction):
                 for k, b in enumerate(self.sides):
                     if b.relation in copy and counts.get(k):
                         table = self.state_tables[b.relation]
-                        state.append(spark, table, clean[b.relation], self._id(table, batch_id),
-                                     indexed=_indexed(b), owner=plan.model)
+                        self._state_location[table] = state.append(
+                            spark, table, clean[b.relation], self._id(table, batch_id),
+                            indexed=_indexed(b), owner=plan.model,
+                            location=self._state_location.get(table))
                         self._state_exists[table] = True
                 self.ledger.record(batch_id, after)
                 if now is not None:
-                    padding.record(spark, self.progress, batch_id, 0, "batch", now, plan.model)
+                    self._record(spark, "batch", now)
             fault_points.reached("state", batch_id)
             if self.after_state:
                 self.after_state(batch_id)
@@ -238,10 +247,10 @@ class MicroBatch(BatchFunction):
             fault_points.reached("commit_log", batch_id)
             kept = self._hold(batch_id, sides, clean, counts)
         finally:
+            self._drop_views(spark)  # first: its frames read the new rows (`_uncache`)
             for k, frame in enumerate(sides):
                 if k not in kept:
                     frame.unpersist()
-            self._drop_views(spark)
         padded_rows = sum(pads)
         report = BatchReport(
             plan.model, batch_id, tuple((b.relation, counts.get(k, 0)) for k, b in enumerate(self.sides)),
@@ -271,11 +280,9 @@ class MicroBatch(BatchFunction):
         version plus the copies of later batches, pruned by `keep`."""
         schema = self.schemas[b.relation]
         table = self.state_tables[b.relation]
-        if table not in self._state_exists:  # only this query creates it (`state.append`)
-            self._state_exists[table] = spark.catalog.tableExists(table)
-        if source.base is None or self._state_exists[table]:
+        if source.base is None or self._has_state(spark, table):
             copies = state.older(spark, table, schema, batch_id, keep, after=source.since,
-                                 exists=self._state_exists[table])
+                                 exists=self._has_state(spark, table))
             if source.base is None:
                 return copies
         else:
@@ -286,6 +293,14 @@ class MicroBatch(BatchFunction):
             self.held.start(b.relation, source.base, rows, batch_id)
         rows = rows.where(keep) if keep is not None else rows
         return rows if copies is None else rows.unionByName(copies)
+
+    def _has_state(self, spark: SparkSession, table: str) -> bool:
+        """Whether state table `table` exists, asked once per query: only this query creates
+        it (`state.append`, which sets the answer). Not for the steps between micro-batches:
+        over Spark Connect the server's batches create it, not this object."""
+        if table not in self._state_exists:
+            self._state_exists[table] = spark.catalog.tableExists(table)
+        return self._state_exists[table]
 
     def _hold(self, batch_id: int, sides: list[DataFrame], clean: dict[str, DataFrame],
               counts: dict[int, int]) -> set[int]:
@@ -321,10 +336,22 @@ class MicroBatch(BatchFunction):
         """The query has ended: let go of the older rows held for its next micro-batch."""
         self.held.clear()
 
-    def _drop_views(self, spark: SparkSession) -> None:
-        for frame in self._cached:
+    def _uncache(self) -> None:
+        """Let go of the step's cached frames (padding, checked rows), newest first.
+
+        Spark plans a cached frame again whenever a table it reads is written (it re-caches
+        every cached plan over the table an append wrote) and whenever a frame it reads is
+        uncached before it. An outer join's pending and padded rows read its state tables,
+        which the step appends to after the sink: held until the end of the step, they were
+        planned again at each state append and at each earlier uncache, a Delta file-skipping
+        job on the state table each time (about ten per micro-batch, 1-2 s). So they are
+        released once the sink is written, dependents first."""
+        for frame in reversed(self._cached):
             frame.unpersist()
         self._cached.clear()
+
+    def _drop_views(self, spark: SparkSession) -> None:
+        self._uncache()
         for b in self.sides:
             for view in (b.view, b.old_view, b.pending_view):
                 if view:
@@ -337,7 +364,7 @@ class MicroBatch(BatchFunction):
                max_ingest: dict[str, int | None]):
         """The batch's rows plus the padded rows this step closes; the step's progress; the
         padded row counts; and the dirty partitions a new row reveals."""
-        prev = padding.read_progress(spark, self.progress, before=(batch_id, 0))
+        prev = self._progress_before(spark, batch_id)
         now = padding.advance(prev, self.outer, self.sides, batch_id, max_ingest)
         index = {b.relation: k for k, b in enumerate(self.sides)}
         dirty = []
@@ -350,9 +377,11 @@ class MicroBatch(BatchFunction):
             if now.cutoff_of(side.binding.relation) is None and now.flushed == prev.flushed:
                 pads.append(0)  # no frontier of the other side yet: nothing closes
                 continue
-            pending = padding.pending_of(spark, side, self.state_tables, self.schemas, batch_id,
-                                         clean[side.binding.relation], prev, now).persist()
-            other = padding.other_rows(spark, side, self.state_tables, self.schemas, batch_id, pending)
+            pending = padding.pending_of(
+                spark, side, self.state_tables, self.schemas, batch_id, clean[side.binding.relation],
+                prev, now, exists=self._has_state(spark, self.state_tables[side.binding.relation])).persist()
+            other = padding.other_rows(spark, side, self.state_tables, self.schemas, batch_id, pending,
+                                       exists=self._has_state(spark, self.state_tables[side.other.relation]))
             pad = padding.padded(spark, side, padding.without_batch(pending, self.schemas[side.binding.relation]),
                                  other, clean[side.other.relation]).persist()
             self._cached += [pending, pad]
@@ -426,7 +455,7 @@ class MicroBatch(BatchFunction):
         ps, os_ = self.schemas[p.relation], self.schemas[o.relation]
         assert p.event_time is not None and o.event_time is not None  # an interval join's sides
         low, high = padding.time_range(new, os_, o.event_time)
-        if low is None or not spark.catalog.tableExists(self.state_tables[p.relation]):
+        if low is None or not self._has_state(spark, self.state_tables[p.relation]):
             return []
         assert high is not None  # min and max are None together
         t = padding.micros_of(ps, p.event_time)
@@ -439,7 +468,7 @@ class MicroBatch(BatchFunction):
             if not closed.take(1):
                 return []
             old = padding.other_rows(spark, side, self.state_tables, self.schemas, batch_id,
-                                     closed)
+                                     closed, exists=self._has_state(spark, self.state_tables[o.relation]))
             emitted = padding.padded(spark, side, closed, old, state.empty(spark, os_))
             still = padding.padded(spark, side, closed, old, new)
             gone = emitted.exceptAll(still)
@@ -521,8 +550,25 @@ class MicroBatch(BatchFunction):
         if now is None:
             return None
         assert self.spark is not None  # given where the query starts
-        padding.record(self.spark, self.progress, now.batch, now.seq, kind, now, self.plan.model)
+        self._record(self.spark, kind, now)
         return self._write_close(kind, prev, now)
+
+    def _record(self, spark: SparkSession, kind: str, now: padding.Progress) -> None:
+        """Record a step's progress in the progress table, and keep it for the next batch."""
+        self._recorded = None  # unknown until the record is committed
+        self._progress_exists = padding.record(spark, self.progress, now.batch, now.seq, kind, now,
+                                               self.plan.model, exists=self._progress_exists)
+        self._recorded = ((now.batch, now.seq), now)
+
+    def _progress_before(self, spark: SparkSession, batch_id: int) -> padding.Progress:
+        """The progress of the steps recorded before micro-batch `batch_id`: the last step this
+        object recorded when it came before the batch (the progress table's other writers, a
+        client's idle step over Spark Connect, run while the query is stopped, and a new query
+        starts with a new object); else read from the table (a replayed batch, whose own step
+        may be recorded, reads only the steps before it)."""
+        if self._recorded is not None and self._recorded[0] < (batch_id, 0):
+            return self._recorded[1]
+        return padding.read_progress(spark, self.progress, before=(batch_id, 0))
 
     def _write_close(self, kind: str, prev: padding.Progress, now: padding.Progress) -> BatchReport:
         began = time.monotonic()
@@ -545,6 +591,7 @@ class MicroBatch(BatchFunction):
             out = write(spark, plan.sink, reduce(DataFrame.unionByName, frames), batch=batch)
             out = self._log(spark, out, batch, [], inputs={}, quarantined=0, late=0)
             padding.mark_done(spark, self.progress, now.batch, now.seq, kind, plan.model)
+            self._progress_exists = True
         finally:
             self._drop_views(spark)
         report = BatchReport(plan.model, now.batch, (), out.rows, 0, out.skipped,

@@ -36,10 +36,12 @@ def state_table(sink_table: str, model: str, relation: str) -> str:
 
 
 def append(spark: SparkSession, table: str, rows: DataFrame, batch: BatchId,
-           indexed: tuple[str, ...] = (), owner: str = "") -> None:
+           indexed: tuple[str, ...] = (), owner: str = "", location: str | None = None) -> str:
     """Add one micro-batch's clean rows (`batch`: app id = `table`, the micro-batch id, the
     query's journal); a batch already appended is skipped (`once.done`; without a journal, an
-    older checkpoint's batch, Delta's `txn`).
+    older checkpoint's batch, Delta's `txn`). Returns the table's folder: a running query
+    passes it back as `location` for its next append, which then asks the catalog nothing
+    (the table exists, and only this query writes it).
 
     A plain Delta append (not `sinks.write`): state tables are internal, so the commit is not
     read back for a WriteResult (saves a few Spark jobs a batch).
@@ -48,7 +50,7 @@ def append(spark: SparkSession, table: str, rows: DataFrame, batch: BatchId,
     cost a third of the write, and nothing else is ever filtered on.
     """
     tagged = rows.withColumn(BATCH_COLUMN, F.lit(batch.batch_id).cast("bigint"))
-    if not spark.catalog.tableExists(table):
+    if location is None and not spark.catalog.tableExists(table):
         _ensure_schema(spark, table)
         names = {c.lower(): c for c in tagged.columns}
         stats = ",".join(quote_ident(names[c.lower()]) for c in dict.fromkeys([BATCH_COLUMN, *indexed])
@@ -59,11 +61,15 @@ def append(spark: SparkSession, table: str, rows: DataFrame, batch: BatchId,
             writer = writer.tableProperty(key, value)
         interrupted_create.clear(spark, table, owner, "state")  # a create a kill cut short
         writer.create()
+    if location is None:
+        location = deltalog.describe(spark, table).location
+        assert location is not None  # a Delta table has a folder
     if batch.journal is not None:
-        before = deltalog.latest_version(spark, table)
-        if once.done(spark, table, batch, before) is not None:
-            return  # a replay: the batch's rows are in the table
+        before = deltalog.latest_version(spark, table, location)
+        if once.done(spark, table, batch, before, location) is not None:
+            return location  # a replay: the batch's rows are in the table
     tagged.writeTo(table).options(**once.options(batch)).append()
+    return location
 
 
 def _ensure_schema(spark: SparkSession, table: str) -> None:
