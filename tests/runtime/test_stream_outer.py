@@ -82,6 +82,17 @@ def bounds_cases():
     return imps, clicks
 
 
+def imps_then_clicks(spark, s):
+    """`bounds_cases` appended for `left_samples` one file per micro-batch: batch 0 brings the
+    impressions, the two later ones the clicks. Returns the plan."""
+    imps, clicks = bounds_cases()
+    plan = s.one_file_per_batch("left_samples")
+    append(spark, f"{s.ods}.imps", imps, IMP_SCHEMA)
+    append(spark, f"{s.ods}.clicks", clicks[:2], CLICK_SCHEMA)
+    append(spark, f"{s.ods}.clicks", clicks[2:], CLICK_SCHEMA)
+    return plan
+
+
 # right outer joins in random ingest-order splits: test_interval_contract (right x incremental)
 @pytest.mark.parametrize("model,seed", [("left_samples", 3)])
 def test_outer_join_with_random_splits_and_a_restart_equals_the_batch_plan(spark, setup, model, seed):
@@ -127,11 +138,7 @@ def test_a_crash_after_the_state_append_copies_no_row_twice(spark, setup):
     journal skips both state appends, so each state table holds its input's rows once and the
     later batches match them once. No state append consults Delta's txn."""
     s = setup
-    imps, clicks = bounds_cases()
-    plan = s.one_file_per_batch("left_samples")  # batch 0: the impressions; later: the clicks
-    append(spark, f"{s.ods}.imps", imps, IMP_SCHEMA)
-    append(spark, f"{s.ods}.clicks", clicks[:2], CLICK_SCHEMA)
-    append(spark, f"{s.ods}.clicks", clicks[2:], CLICK_SCHEMA)
+    plan = imps_then_clicks(spark, s)
 
     def crash(batch_id):
         raise RuntimeError(f"simulated crash after the state append of batch {batch_id}")
@@ -154,6 +161,31 @@ def test_a_crash_after_the_state_append_copies_no_row_twice(spark, setup):
         location = deltalog.describe(spark, table).location
         versions = list(range(deltalog.latest_version(spark, table, location) + 1))
         assert [a for _, a in deltalog.commit_actions(spark, location, versions) if "txn" in a] == []
+
+
+def test_no_cached_frame_reads_a_state_table_when_the_step_appends_to_it(spark, setup):
+    """Spark plans a cached frame again whenever a table it reads is written (and whenever a
+    cached frame under it is released first): a micro-batch releases its pending and padded
+    rows, which read the state tables, right after the sink write, before the state appends
+    (`MicroBatch._uncache`). Seen from Spark's storage: right after each sink write, no cached
+    RDD's plan scans a state table; the new rows (and the older rows the query holds) are
+    still cached. The rows equal the batch plan's."""
+    s = setup
+    plan = imps_then_clicks(spark, s)
+    prefix = state.state_table(plan.sink.table, plan.model, "").rsplit(".", 1)[-1]
+    seen = []
+
+    def cached_after_sink(batch_id):
+        names = [info.name() for info in spark.sparkContext._jsc.sc().getRDDStorageInfo()
+                 if not info.name().startswith("Delta Table State")]  # Delta's own log caches
+        seen.append((batch_id, [n[:300] for n in names if prefix in n], len(names)))
+
+    batches = run_stream(s.stream, plan, after_sink=cached_after_sink).batches
+    assert sum(b.padded for b in batches if b.kind == "batch") > 0  # pending rows were cached
+    assert len(seen) >= 2 and all(n > 0 for _, _, n in seen), seen
+    assert [(b, over) for b, over, _ in seen if over] == [], seen
+    truth, _ = s.truth("left_samples")
+    assert_same(spark, plan.sink.table, truth)
 
 
 def test_flush_is_recorded_so_a_restart_pads_nothing_twice(spark, setup):

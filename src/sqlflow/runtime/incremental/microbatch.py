@@ -465,10 +465,12 @@ class MicroBatch(BatchFunction):
                          & padding.between(ps, p.event_time, low - side.upper_us, high - side.lower_us)))
         closed = padding.without_batch(closed, ps).persist()
         try:
-            if not closed.take(1):
+            span = padding.time_range(closed, ps, p.event_time)  # one job: any rows, and their range
+            if span[0] is None:
                 return []
-            old = padding.other_rows(spark, side, self.state_tables, self.schemas, batch_id,
-                                     closed, exists=self._has_state(spark, self.state_tables[o.relation]))
+            old = padding.other_rows(spark, side, self.state_tables, self.schemas, batch_id, closed,
+                                     exists=self._has_state(spark, self.state_tables[o.relation]),
+                                     span=span)
             emitted = padding.padded(spark, side, closed, old, state.empty(spark, os_))
             still = padding.padded(spark, side, closed, old, new)
             gone = emitted.exceptAll(still)
@@ -556,16 +558,18 @@ class MicroBatch(BatchFunction):
     def _record(self, spark: SparkSession, kind: str, now: padding.Progress) -> None:
         """Record a step's progress in the progress table, and keep it for the next batch."""
         self._recorded = None  # unknown until the record is committed
-        self._progress_exists = padding.record(spark, self.progress, now.batch, now.seq, kind, now,
-                                               self.plan.model, exists=self._progress_exists)
+        padding.record(spark, self.progress, now.batch, now.seq, kind, now, self.plan.model,
+                       exists=self._progress_exists)
+        self._progress_exists = True
         self._recorded = ((now.batch, now.seq), now)
 
     def _progress_before(self, spark: SparkSession, batch_id: int) -> padding.Progress:
-        """The progress of the steps recorded before micro-batch `batch_id`: the last step this
-        object recorded when it came before the batch (the progress table's other writers, a
-        client's idle step over Spark Connect, run while the query is stopped, and a new query
-        starts with a new object); else read from the table (a replayed batch, whose own step
-        may be recorded, reads only the steps before it)."""
+        """The progress of the steps recorded before micro-batch `batch_id`. While a query runs,
+        only its own function records steps (the run lock keeps other runs out; over Spark
+        Connect the client's idle step runs with the query stopped, and the restarted query
+        builds a new function), so the last step this object recorded, when it came before
+        the batch, is what the progress table says. Otherwise (the query's first batch, a
+        batch replayed after its own step was recorded) the table is read."""
         if self._recorded is not None and self._recorded[0] < (batch_id, 0):
             return self._recorded[1]
         return padding.read_progress(spark, self.progress, before=(batch_id, 0))

@@ -171,16 +171,15 @@ def mark_done(spark: SparkSession, table: str, batch: int, seq: int, kind: str, 
 
 
 def record(spark: SparkSession, table: str, batch: int, seq: int, kind: str,
-           progress: Progress, owner: str, exists: bool = False) -> bool:
+           progress: Progress, owner: str, exists: bool = False) -> None:
     """Record one step's progress. A replayed step records the same values again: readers
     take maxima per input, so a duplicate changes nothing (and costs no lookup first).
-    `exists`: the caller knows the table exists (no catalog look-up); returns True."""
+    `exists`: the caller knows the table exists (no catalog look-up)."""
     now = datetime.now(timezone.utc).replace(tzinfo=None)
     cut = dict(progress.cutoff)
     rows = [(batch, seq, kind, rel, f, cut.get(rel), progress.flushed if kind == "flush" else None,
              now, None) for rel, f in progress.frontier]
     _append(spark, table, rows, owner, exists)
-    return True
 
 
 def _append(spark: SparkSession, table: str, rows: list[tuple], owner: str, exists: bool = False) -> None:
@@ -203,6 +202,7 @@ def _append(spark: SparkSession, table: str, rows: list[tuple], owner: str, exis
 def _literal_rows(spark: SparkSession, rows: list[tuple]) -> DataFrame:
     """`rows` as a DataFrame of PROGRESS_SCHEMA's columns, built from literals (no Python
     worker, no RDD): one array of structs, exploded."""
+    assert rows, "a step records one row per input"
     fields = PROGRESS_SCHEMA.fields
     structs = [F.struct(*[F.lit(v).cast(f.dataType).alias(f.name) for v, f in zip(row, fields, strict=True)])
                for row in rows]
@@ -331,12 +331,14 @@ def pending_of(spark: SparkSession, side: Side, tables: dict[str, str],
 
 def other_rows(spark: SparkSession, side: Side, tables: dict[str, str],
                schemas: dict[str, StructType], before: int, pending: DataFrame,
-               exists: bool | None = None) -> DataFrame:
+               exists: bool | None = None,
+               span: tuple[int | None, int | None] | None = None) -> DataFrame:
     """O's rows of batches `< before` that P's `pending` rows can match (pruned by time);
-    `exists`: whether O's state table exists, when the caller knows (None: ask the catalog)."""
+    `exists`: whether O's state table exists, when the caller knows (None: ask the catalog);
+    `span`: `pending`'s event-time range, when the caller has it (None: a job computes it)."""
     p, o = side.binding, side.other
     assert p.event_time is not None and o.event_time is not None  # an interval join's sides
-    low, high = time_range(pending, schemas[p.relation], p.event_time)
+    low, high = span if span is not None else time_range(pending, schemas[p.relation], p.event_time)
     keep = between(schemas[o.relation], o.event_time,
                    None if low is None else low + side.lower_us,
                    None if high is None else high + side.upper_us)
