@@ -14,9 +14,15 @@ import yaml
 # (the Connect tests alone, one run each: 698 s of CPU with G1 there, 638 s serial, wall 450 s
 # -> 418 s; two runtime test files on two workers, rounds side by side: 538 and 552 s of CPU
 # with G1, 493 and 516 s serial, wall 285/289 s -> 267/275 s; the parallel collector: 535 s).
-# Both JVMs keep C2: they live for the whole run, and with C1 only the session's was slower
+# Both JVMs keep C2 (they live for the whole run; with C1 only the session's was slower), but
+# compile with it only what is ten times hotter than HotSpot's default thresholds: each Spark
+# query brings new generated classes, and C2 compiled them as they warmed, about 17 % of a
+# session JVM's CPU over a full run. Two runtime test files on two workers, side by side:
+# 576 s of wall time and 1,022 s of CPU with the defaults, 519 s and 880 s with these
 # (README, "Tests").
-LONG_JVM = "-XX:+UseSerialGC"
+SERIAL_GC = "-XX:+UseSerialGC"
+LONG_JVM = (f"{SERIAL_GC} -XX:Tier4InvocationThreshold=50000 -XX:Tier4MinInvocationThreshold=6000 "
+            "-XX:Tier4CompileThreshold=150000 -XX:Tier4BackEdgeThreshold=400000")
 # The JVM options of a `sqlflow` process a test starts: it lives a few minutes on small data,
 # and compiling with C1 only costs it less CPU than C2 saves it (`tests/cluster/` alone on the
 # two-core machine: 1,493 s of CPU -> 1,201 s, 833 s -> 715 s); the serial collector too
@@ -25,7 +31,7 @@ LONG_JVM = "-XX:+UseSerialGC"
 # cache sweeper then spent 53 of the 697 s of CPU these processes took over a full run, and C1
 # compiled again what it flushed. 256 MB (C2's default is 240 MB): `tests/runtime/test_kill9.py`
 # alone, two rounds each, 356 and 332 s of CPU -> 307 and 279 s.
-SHORT_JVM = f"-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=256m {LONG_JVM}"
+SHORT_JVM = f"-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=256m {SERIAL_GC}"
 
 DEFAULT_PROJECT_YML = """\
 name: testproj

@@ -91,6 +91,25 @@ sqlflow:
 
 # --- arrival ------------------------------------------------------------------------------------
 
+def call_counter(spark, folder: Path, name: str, returns: str) -> Path:
+    """Register `name` as a Python function that returns its argument and appends a byte to
+    the returned file each time Spark runs it (the Python workers run on this machine in
+    local mode): how often a model's rows were computed. Non-deterministic, so Spark never
+    evaluates it twice per row within one plan."""
+    from pyspark.sql import functions as F
+
+    calls = folder / f"{name}.calls"
+    calls.write_bytes(b"")
+
+    def counted(value, path=str(calls)):
+        with open(path, "ab") as f:
+            f.write(b"x")
+        return value
+
+    spark.udf.register(name, F.udf(counted, returns, useArrow=False).asNondeterministic())
+    return calls
+
+
 def append(spark, table, rows, schema):
     """One commit, one file: one micro-batch of a `max_files_per_trigger=1` reader."""
     spark.createDataFrame(rows, schema).coalesce(1).write.format("delta").mode("append").saveAsTable(table)

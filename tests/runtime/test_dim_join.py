@@ -20,7 +20,7 @@ from click.testing import CliRunner
 from pyspark.sql import functions as F
 
 from helpers import make_project
-from runtime.adkit import assert_same, profiles
+from runtime.adkit import assert_same, call_counter, profiles
 from sqlflow.cli.main import main
 from sqlflow.compiler import compile_project
 from sqlflow.engine.context import Context
@@ -181,6 +181,39 @@ def test_fallback_exactly_max_fallback_and_one_beyond(spark, setup):
     }
     assert {(u.partition, u.fallback_days, u.dim_missing) for u in inner.dims} == {
         ("dt=2026-11-01", 0, 0), ("dt=2026-11-02", 1, 0), ("dt=2026-11-03", 0, 1)}
+
+
+COUNTER = "sqlflow_test_dim_counted_dt"
+
+
+@pytest.mark.parametrize("mode", ["stream", "batch"])
+def test_the_commit_log_counts_rows_per_dim_partition_without_running_the_model_again(
+        spark, setup, tmp_path, mode):
+    """The commit log's rows per chosen dimension partition are counted from the written rows
+    while they are cached: the model runs once per output row, in a micro-batch and in a
+    backfill (issue 23: the dimension join's fixed cost). Counted by a Python function around
+    the partition column, which appends a byte to a file each time Spark runs it."""
+    s = setup
+    calls = call_counter(spark, tmp_path, COUNTER, "string")
+    sql = model("left").replace("date_format(e.event_ts, 'yyyy-MM-dd') as dt",
+                                f"{COUNTER}(date_format(e.event_ts, 'yyyy-MM-dd')) as dt")
+    assert COUNTER in sql
+    root = make_project(tmp_path / "counted", models={"counted.sql": sql},
+                        yml={"sources.yml": sources(s.ods, s.dim)}, macros=MACROS,
+                        profiles_yml=profiles(f"{s.name}_{'s' if mode == 'stream' else 'b'}"))
+    ctx = Context.with_session(spark, root)
+    plan = compile_project(root, mode=mode, target=ctx.target).plans["counted"]
+    write_dim_day(spark, s, 1)
+    commit(spark, s, 1)
+    add_events(spark, s, [ev("a", 1, 1), ev("b", 2, 1), ev("c", 9, 2)])
+    if mode == "stream":
+        assert [b.batch_id for b in run_stream(ctx, plan).batches] == [0]
+    else:
+        run_batch(ctx, plan)
+    assert calls.stat().st_size == 3  # once per output row: not again for the commit log
+    got = {r["partition"]: json.loads(r["dim_partitions"])[s.dim_table]["partitions"]
+           for r in entries(spark, plan.sink.table)}
+    assert got == {"dt=2026-11-01": {"2026-11-01": 2}, "dt=2026-11-02": {"none": 1}}
 
 
 def test_mark_ready_and_success_markers_make_partitions_ready(spark, setup):

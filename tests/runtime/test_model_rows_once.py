@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 
-from runtime.adkit import CLICK_SCHEMA, IMP_SCHEMA, append, at, click, imp, setup_projects
+from runtime.adkit import CLICK_SCHEMA, IMP_SCHEMA, append, at, call_counter, click, imp, setup_projects
 from sqlflow.runtime.dispatch import run_stream
 
 pytestmark = pytest.mark.spark
@@ -32,18 +32,7 @@ def setup(spark, tmp_path, request):
 
 
 def test_the_model_rows_are_computed_once_per_micro_batch(spark, setup, tmp_path):
-    from pyspark.sql import functions as F
-
-    calls = tmp_path / "calls"  # one byte per call, appended by the Python workers (local mode)
-    calls.write_bytes(b"")
-
-    def tag(value, path=str(calls)):
-        with open(path, "ab") as f:
-            f.write(b"x")
-        return value
-
-    # non-deterministic: Spark must not evaluate it twice per row within one plan
-    spark.udf.register(COUNTER, F.udf(tag, "string", useArrow=False).asNondeterministic())
+    calls = call_counter(spark, tmp_path, COUNTER, "string")
     s, plan = setup, setup.stream_plans["counted"]
     tags = ["ok", "a\x00b", "also ok"]  # the NUL one is quarantined `bad_partition`
     append(spark, f"{s.ods}.imps", [imp(t, 1, at(1, 10, k)) for k, t in enumerate(tags)], IMP_SCHEMA)

@@ -88,11 +88,14 @@ def run_batch(ctx: Context, plan: BatchPlan, *, start: date | None = None,
         if poisoned is not None:
             quarantined.append(poisoned)
         q_result, counts = _quarantine(spark, plan, quarantined, dates) if quarantined else (None, ())
-        sink = _write_sink(spark, plan, dates, checked)
+        sink, written = _write_sink(spark, plan, dates, checked)
         fault_points.reached("batch_sink")
         if missing is not None and dates is not None:
             missing = missing.where(F.expr(string_range("dt", dates)))
-        uses = snapshot.record(spark, plan, sink, mode="batch", run_id=uuid.uuid4().hex,
+        # the rows per dimension partition from the written rows while they are cached (else
+        # read back from the sink)
+        by_dim = snapshot.lineage_counts(plan, written) if plan.dim is not None and written is not None else None
+        uses = snapshot.record(spark, plan, sink, mode="batch", run_id=uuid.uuid4().hex, rows=by_dim,
                                inputs={r.relation: r.version for r in reads}, missing=missing)
     except SqlflowError:
         raise
@@ -236,18 +239,22 @@ def _poisoned(plan: BatchPlan, checked: DataFrame | None, *, counted: bool) -> D
 
 
 def _write_sink(spark: SparkSession, plan: BatchPlan, dates: DateRange | None,
-                checked: DataFrame | None) -> WriteResult:
+                checked: DataFrame | None) -> tuple[WriteResult, DataFrame | None]:
+    """Write the sink; returns the write and, when they are cached (`checked`) and make up
+    the written partitions whole (not an incremental model's merge or append), the rows
+    written."""
     if checked is not None:  # its bad rows went to the quarantine (`_poisoned`)
         rows = sink_partitions.clean(checked)
     else:
         with model_errors(plan):  # Spark's analysis error at the model's line (a view: checked first)
             rows = spark.sql(plan.sql)
         if plan.sink.write == "view":
-            return write(spark, plan.sink, sql=plan.sql)
+            return write(spark, plan.sink, sql=plan.sql), None
     if plan.incremental is not None:  # chosen: the table exists, not a full refresh
-        return dbt_incremental.write(spark, plan, rows)
+        return dbt_incremental.write(spark, plan, rows), None
     where = None
     if dates is not None:
         where = range_predicate(rows, plan.sink.partition_by[0], dates, model=plan.model)
         rows = rows.where(F.expr(where))
-    return write(spark, plan.sink, rows, replace_where=where)
+    whole = checked is not None and plan.sink.write in ("overwrite_partitions", "replace")
+    return write(spark, plan.sink, rows, replace_where=where), rows if whole else None

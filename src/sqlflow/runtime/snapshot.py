@@ -36,6 +36,8 @@ from sqlflow.runtime.delta.sinks import BatchId, WriteResult, quote, write
 from sqlflow.runtime.ownership import quarantine_sink
 
 MISSING = "dim_missing"
+# per (output partition, dimension relation): rows per chosen dimension partition
+Counts = dict[tuple[str, str], dict[str | None, int]]
 
 
 @dataclass(frozen=True)
@@ -67,9 +69,7 @@ class Snapshot:
 def pin(spark: SparkSession, dim: DimPlan) -> Snapshot:
     """Sync ready markers, then register the READY and dimension views at one version each."""
     C.ensure(spark)
-    for d in dim.dims:
-        if d.ready_marker:
-            sync_markers(spark, d.relation, d.partition_column, d.ready_marker)
+    sync_all_markers(spark, [(d.relation, d.partition_column, d.ready_marker) for d in dim.dims if d.ready_marker])
     log_version = latest_version(spark, COMMIT_LOG)
     spark.sql(f"SELECT * FROM {quote(COMMIT_LOG)} VERSION AS OF {log_version}"
               ).createOrReplaceTempView(dim.ready_view)
@@ -93,15 +93,29 @@ def release(spark: SparkSession, dim: DimPlan | None) -> None:
 def sync_markers(spark: SparkSession, relation: str, column: str, marker: str) -> list[str]:
     """Append a `commit` row (mode `marker`) for each partition of `relation` whose directory
     holds `marker` and that has no commit row yet; returns the values newly committed."""
-    if not spark.catalog.tableExists(relation):
-        return []
-    marked = marker_partitions(spark, relation, column, marker)
+    return sync_all_markers(spark, [(relation, column, marker)]).get(relation, [])
+
+
+def sync_all_markers(spark: SparkSession, tables: list[tuple[str, str, str]]) -> dict[str, list[str]]:
+    """`sync_markers` for each (relation, partition column, marker) of `tables`: one read of
+    the commit log for all of them (a job of its own per table before), one append."""
+    marked = {}
+    for relation, column, marker in tables:
+        if spark.catalog.tableExists(relation):
+            found = marker_partitions(spark, relation, column, marker)
+            if found:
+                marked[relation] = (column, marker, found)
     if not marked:
-        return []
-    known = {C.parse_partition(p).get(column) for p in C.ready_partitions(spark, relation)}
-    new = [v for v in marked if v not in known]
-    C.append(spark, [C.Entry(relation, C.partition_spec({column: v}), "commit", "marker",
-                             reason=f"{marker} marker") for v in new])
+        return {}
+    ready = C.ready_partitions_of(spark, list(marked))
+    new: dict[str, list[str]] = {}
+    entries = []
+    for relation, (column, marker, found) in marked.items():
+        known = {C.parse_partition(p).get(column) for p in ready[relation.lower()]}
+        new[relation] = [v for v in found if v not in known]
+        entries += [C.Entry(relation, C.partition_spec({column: v}), "commit", "marker",
+                            reason=f"{marker} marker") for v in new[relation]]
+    C.append(spark, entries)
     return new
 
 
@@ -140,14 +154,14 @@ def missing_rows(spark: SparkSession, plan: BatchPlan | StreamPlan, *, origin: s
 # --- commit log rows of a write -------------------------------------------------------------------
 
 def record(spark: SparkSession, plan: BatchPlan | StreamPlan, result: WriteResult, *,
-           mode: C.WriteMode, rows: DataFrame | None = None, batch: BatchId | None = None,
+           mode: C.WriteMode, rows: DataFrame | Counts | None = None, batch: BatchId | None = None,
            run_id: str | None = None, inputs: dict[str, Any] | None = None,
            missing: DataFrame | None = None) -> list[DimUse]:
     """Append the `write` rows of `result` to the commit log and return the dimension use.
 
-    `rows` are the rows just written (to count rows per chosen dim partition; None: read the
-    written partitions back from the sink); `missing` the dim_missing quarantine rows of the
-    same write. Needs the pinned views of `pin` still registered.
+    `rows` are the rows just written, or their `lineage_counts` (to count rows per chosen dim
+    partition; None: read the written partitions back from the sink); `missing` the
+    dim_missing quarantine rows of the same write. Needs the pinned views of `pin` still registered.
     """
     if result.write == "view" or (result.skipped and batch is None):
         return []
@@ -159,7 +173,7 @@ def record(spark: SparkSession, plan: BatchPlan | StreamPlan, result: WriteResul
 
 
 def write_entries(spark: SparkSession, plan: BatchPlan | StreamPlan, result: WriteResult, *,
-                  mode: C.WriteMode, rows: DataFrame | None, missing: DataFrame | None,
+                  mode: C.WriteMode, rows: DataFrame | Counts | None, missing: DataFrame | None,
                   **fields: Any) -> tuple[list[C.Entry], list[DimUse]]:
     """The `write` rows of `result` (with the dimension partitions used and the provisional
     flag of a model with dimension joins) and the dimension use; `fields` go on every row."""
@@ -192,10 +206,31 @@ def _first(spec: str) -> str | None:
     return next(iter(parts.values()), None)
 
 
+def lineage_counts(plan: BatchPlan | StreamPlan, rows: DataFrame | None) -> Counts:
+    """Per (output partition, dimension): the rows of `rows` per chosen dimension partition
+    (None: no ready partition). One job; a caller that still holds the written rows cached
+    asks here, so the model's SQL is not run again for it."""
+    dim = plan.dim
+    assert dim is not None
+    cols = list(plan.sink.partition_by)
+    counts: Counts = defaultdict(dict)
+    if rows is None or not cols:
+        return counts
+    lineage = [d.lineage for d in dim.dims]
+    for g in rows.groupBy(*cols, *lineage).count().collect():
+        spec = C.partition_spec({c: g[c] for c in cols})
+        for d in dim.dims:
+            got = counts[(spec, d.relation)]
+            p = None if g[d.lineage] is None else str(g[d.lineage])
+            got[p] = got.get(p, 0) + g["count"]
+    return counts
+
+
 def _dim_uses(spark: SparkSession, plan: BatchPlan | StreamPlan, result: WriteResult,
-              rows: DataFrame | None, missing: DataFrame | None) -> tuple[list[DimUse], set[str]]:
+              rows: DataFrame | Counts | None, missing: DataFrame | None) -> tuple[list[DimUse], set[str]]:
     """Per output partition and dim: rows per chosen partition, fallback depth, dim_missing;
-    and the fact dates (ISO) that fell back, whose output partitions are provisional."""
+    and the fact dates (ISO) that fell back, whose output partitions are provisional. `rows`:
+    the written rows, or their `lineage_counts` already taken."""
     dim = plan.dim
     assert dim is not None
     cols = list(plan.sink.partition_by)
@@ -205,18 +240,8 @@ def _dim_uses(spark: SparkSession, plan: BatchPlan | StreamPlan, result: WriteRe
             d, p = r[f"__sqlflow_d{i}"], r[f"__sqlflow_p{i}"]
             if d is not None and (p is None or p != str(d)):
                 provisional.add(str(d))
-    if rows is None:
-        rows = _written(spark, plan.sink, result)
-    counts: dict[tuple[str, str], dict[str | None, int]] = defaultdict(dict)
-    if rows is not None and cols:
-        lineage = [d.lineage for d in dim.dims]
-        grouped = rows.groupBy(*cols, *lineage).count().collect()
-        for g in grouped:
-            spec = C.partition_spec({c: g[c] for c in cols})
-            for d in dim.dims:
-                got = counts[(spec, d.relation)]
-                p = None if g[d.lineage] is None else str(g[d.lineage])
-                got[p] = got.get(p, 0) + g["count"]
+    counts = rows if isinstance(rows, dict) else \
+        lineage_counts(plan, _written(spark, plan.sink, result) if rows is None else rows)
     missed: dict[tuple[str, str], int] = defaultdict(int)
     if missing is not None and cols:
         for g in missing.groupBy("dt", "input").count().collect():
@@ -269,6 +294,7 @@ class StreamBatch:
     batch: BatchId
     snapshot: Snapshot | None = None
     missing: DataFrame | None = None
+    counts: Counts | None = None  # the written rows' `lineage_counts`, taken while cached
 
 
 def begin(spark: SparkSession, plan: StreamPlan, batch: BatchId) -> StreamBatch:
@@ -290,13 +316,16 @@ def end(spark: SparkSession, plan: StreamPlan, result: WriteResult, state: Strea
     """After the sink write of a micro-batch of a model with dimension joins: its commit-log
     `write` rows (provisional where a fact date fell back; the dimension and commit-log
     versions added to `fields["inputs"]`) for the caller's one idempotent append; then drop
-    the pinned views. None for a model without dimension joins."""
+    the pinned views. None for a model without dimension joins. The rows per chosen
+    partition are `state.counts` when the caller took them from the written rows (else the
+    model's SQL runs again to count them)."""
     try:
         snap = state.snapshot
         if plan.dim is None or snap is None or result.version is None:
             return None
         inputs = {**fields.pop("inputs", {}), **snap.versions, COMMIT_LOG: snap.log_version}
-        entries, _ = write_entries(spark, plan, result, mode="stream", rows=spark.sql(plan.sql),
+        rows = state.counts if state.counts is not None else spark.sql(plan.sql)
+        entries, _ = write_entries(spark, plan, result, mode="stream", rows=rows,
                                    missing=state.missing, inputs=inputs, **fields)
         return entries
     finally:

@@ -195,10 +195,19 @@ def refreshed(spark: SparkSession, tables: Iterable[str], model: str, *,
 
 def ready_partitions(spark: SparkSession, data_table: str, *, table: str = COMMIT_LOG) -> set[str]:
     """The partitions of `data_table` with a `commit` row: READY(dim) of docs/design.md §2.3."""
-    rows = (read(spark, table).where((F.col("table") == data_table.lower())
-                                     & (F.col("kind") == "commit"))
-            .select("partition").distinct().collect())
-    return {r["partition"] for r in rows}
+    return ready_partitions_of(spark, [data_table], table=table)[data_table.lower()]
+
+
+def ready_partitions_of(spark: SparkSession, data_tables: Sequence[str], *,
+                        table: str = COMMIT_LOG) -> dict[str, set[str]]:
+    """`ready_partitions` of each of `data_tables` (keys lower-cased), in one read of the log."""
+    names = sorted({t.lower() for t in data_tables})
+    rows = (read(spark, table).where(F.col("table").isin(names) & (F.col("kind") == "commit"))
+            .select("table", "partition").distinct().collect())
+    found: dict[str, set[str]] = {t: set() for t in names}
+    for r in rows:
+        found[r["table"]].add(r["partition"])
+    return found
 
 
 def open_partitions(spark: SparkSession, tables: Sequence[str] | None = None, *,

@@ -220,6 +220,9 @@ class MicroBatch(BatchFunction):
                                 known=self._sink_info)
                 if self._sink_info is None:
                     self._sink_info = deltalog.describe(spark, plan.sink.table)
+            if dims is not None and dims.snapshot is not None:
+                with phase("commit log"):  # the written rows per dimension partition, from the cache
+                    dims.counts = snapshot.lineage_counts(plan, rows)
             self._uncache()  # before the state appends (`_uncache`)
             fault_points.reached("sink", batch_id)
             if self.after_sink:
