@@ -94,7 +94,8 @@ def run_batch(ctx: Context, plan: BatchPlan, *, start: date | None = None,
             missing = missing.where(F.expr(string_range("dt", dates)))
         # the rows per dimension partition from the written rows while they are cached (else
         # read back from the sink)
-        by_dim = snapshot.lineage_counts(plan, written) if plan.dim is not None and written is not None else None
+        by_dim = (snapshot.lineage_counts(plan, written)
+                  if plan.dim is not None and written is not None and not sink.skipped else None)
         uses = snapshot.record(spark, plan, sink, mode="batch", run_id=uuid.uuid4().hex, rows=by_dim,
                                inputs={r.relation: r.version for r in reads}, missing=missing)
     except SqlflowError:

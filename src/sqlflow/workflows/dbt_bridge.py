@@ -23,11 +23,12 @@ _BUILDS = {"run", "build", "retry"}
 
 def sync_ready_markers(ctx: Context) -> list[str]:
     """Record the ready markers of every source with `ready_marker` and `partition_column` in
-    the commit log (`snapshot.sync_markers`); returns `relation/column=value` of each new one."""
+    the commit log (`snapshot.sync_all_markers`: one read of the log for all of them); returns
+    `relation/column=value` of each new one."""
     from sqlflow.project.load import load_project
     from sqlflow.rendering.render import Renderer
     from sqlflow.runtime.delta import commitlog as C
-    from sqlflow.runtime.snapshot import sync_markers
+    from sqlflow.runtime.snapshot import sync_all_markers
 
     project = load_project(ctx.project_dir)
     marked = [t for t in project.sources.values() if t.ready_marker and t.partition_column]
@@ -35,13 +36,12 @@ def sync_ready_markers(ctx: Context) -> list[str]:
         return []
     renderer, spark = Renderer(project, ctx.target), ctx.spark
     C.ensure(spark)
-    new = []
+    tables = []
     for table in marked:
-        relation = str(renderer.source_relation(table)).lower()
         assert table.partition_column and table.ready_marker  # `marked`
-        new += [f"{relation}/{table.partition_column}={v}" for v in
-                sync_markers(spark, relation, table.partition_column, table.ready_marker)]
-    return new
+        tables.append((str(renderer.source_relation(table)).lower(), table.partition_column, table.ready_marker))
+    found = sync_all_markers(spark, tables)
+    return [f"{relation}/{column}={v}" for relation, column, _ in tables for v in found.get(relation, [])]
 
 
 def dbt_args(ctx: Context, args: list[str]) -> list[str]:

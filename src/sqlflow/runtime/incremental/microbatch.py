@@ -220,7 +220,7 @@ class MicroBatch(BatchFunction):
                                 known=self._sink_info)
                 if self._sink_info is None:
                     self._sink_info = deltalog.describe(spark, plan.sink.table)
-            if dims is not None and dims.snapshot is not None:
+            if dims is not None and dims.snapshot is not None and (written.version is not None or written.skipped):
                 with phase("commit log"):  # the written rows per dimension partition, from the cache
                     dims.counts = snapshot.lineage_counts(plan, rows)
             self._uncache()  # before the state appends (`_uncache`)
