@@ -47,6 +47,12 @@ def spark(spark_state):
         "spark.driver.extraJavaOptions": f"-Dderby.system.home={spark_state} {LONG_JVM}",
         "spark.sql.shuffle.partitions": "2",
         "spark.driver.memory": "3g",
+        # Expressions interpreted, not compiled to Java (README, "Tests"): the same plans and
+        # rows; each of the thousands of small queries here compiled its own classes. The
+        # `sqlflow` processes of the cluster, Connect and kill -9 tests keep the profile's
+        # code generation, so the suite still runs every model compiled.
+        "spark.sql.codegen.wholeStage": "false",
+        "spark.sql.codegen.factoryMode": "NO_CODEGEN",
     }
     # Under pytest-xdist two workers start their sessions at once (and the cluster tests start
     # `sqlflow` processes and a Connect server beside them): the first resolves the Maven

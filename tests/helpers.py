@@ -166,3 +166,14 @@ def stop_query(spark, name: str, thread) -> None:
         if query.name == name:
             query.stop()
     thread.join(120)
+
+
+def table_names(spark, schema: str | None = None, *, temporary: bool = False) -> list[str]:
+    """The tables and views of `schema` (default: the session's current one); temporary views
+    only with `temporary`. `SHOW TABLES`, not `spark.catalog.listTables`: the catalog API
+    decodes its rows with an expression the session's interpreted mode cannot evaluate
+    (EXPRESSION_DECODING_FAILED; tests/conftest.py, README "Tests")."""
+    from sqlflow.identifiers import quote
+
+    rows = spark.sql("SHOW TABLES" if schema is None else f"SHOW TABLES IN {quote(schema)}").collect()
+    return [r["tableName"] for r in rows if temporary or not r["isTemporary"]]

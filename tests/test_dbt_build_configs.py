@@ -19,7 +19,7 @@ from collections import Counter
 import pytest
 from rich.console import Console
 
-from helpers import make_project
+from helpers import make_project, table_names
 from sqlflow.engine.context import Context
 
 pytestmark = [pytest.mark.spark, pytest.mark.dbt]
@@ -97,10 +97,10 @@ def schema_tables(spark, schema: str) -> dict[str, tuple[tuple[str, ...], Counte
     out = {}
     if not spark.catalog.databaseExists(schema):
         return out
-    for table in [t for t in spark.catalog.listTables(schema) if not t.isTemporary]:
-        df = spark.table(f"{schema}.{table.name}")
+    for name in table_names(spark, schema):
+        df = spark.table(f"{schema}.{name}")
         cols = tuple(sorted(df.columns))
-        out[table.name] = (cols, Counter(tuple(r) for r in df.select(*cols).collect()))
+        out[name] = (cols, Counter(tuple(r) for r in df.select(*cols).collect()))
     return out
 
 

@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from helpers import table_names
 from sqlflow.compiler import compile_project
 from sqlflow.demo.generate import generate
 from sqlflow.engine.context import Context
@@ -73,8 +74,7 @@ def table_rows(spark, table: str) -> tuple[tuple[str, ...], Counter]:
 
 def tables_of(spark, schema: str) -> set[str]:
     """Tables and views of `schema`; `__sqlflow*` runtime internals are not model outputs."""
-    return {t.name for t in spark.catalog.listTables(schema)
-            if not t.isTemporary and not t.name.startswith("__sqlflow")}
+    return {t for t in table_names(spark, schema) if not t.startswith("__sqlflow")}
 
 
 @pytest.fixture(scope="module")

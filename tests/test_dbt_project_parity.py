@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
+from helpers import table_names
 from sqlflow.engine.context import Context
 
 pytestmark = [pytest.mark.spark, pytest.mark.dbt]
@@ -236,8 +237,7 @@ def rows(spark, table: str) -> tuple[list[tuple[str, str]], Counter]:
 def tables(spark, schema: str) -> set[str]:
     if not spark.catalog.databaseExists(schema):
         return set()
-    return {t.name for t in spark.catalog.listTables(schema) if not t.isTemporary
-            and not t.name.startswith("__sqlflow")}
+    return {t for t in table_names(spark, schema) if not t.startswith("__sqlflow")}
 
 
 def test_every_table_equals_dbts_row_for_row_and_type_for_type(spark, built):

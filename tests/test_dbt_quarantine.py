@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import make_project
+from helpers import make_project, table_names
 from sqlflow.compiler import compile_project
 from sqlflow.engine.context import Context
 from sqlflow.runtime.delta import commitlog as C
@@ -218,5 +218,5 @@ def test_dbt_and_sqlflow_write_the_same_rows(spark, built, table):
 
 
 def test_dbt_leaves_no_clean_or_ready_view_behind(spark, built):
-    assert not [t.name for t in spark.catalog.listTables()
-                if "__sqlflow_clean__" in t.name or "__sqlflow_ready" in t.name]
+    assert not [t for t in table_names(spark, temporary=True)
+                if "__sqlflow_clean__" in t or "__sqlflow_ready" in t]

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from helpers import make_project, ods_sources_yml
+from helpers import make_project, ods_sources_yml, table_names
 from runtime.adkit import CLICK_SCHEMA, at, click
 from sqlflow.cli import main
 
@@ -75,8 +75,7 @@ def _rows(spark, table):
 
 
 def _tables(spark):
-    return {f"{db}.{t.name}": _rows(spark, f"{db}.{t.name}")
-            for db in (ODS, DW, OTHER) for t in spark.catalog.listTables(db) if not t.isTemporary}
+    return {f"{db}.{t}": _rows(spark, f"{db}.{t}") for db in (ODS, DW, OTHER) for t in table_names(spark, db)}
 
 
 def _files(folder: Path):

@@ -150,3 +150,18 @@ def test_from_log_says_what_describe_says_owner_included(spark):
     latest = deltalog.latest_version(spark, table, location)
     (Path(location.removeprefix("file:")) / "_delta_log" / f"{latest:020d}.crc").unlink()
     assert deltalog.from_log(spark, location) is None
+
+
+def test_holds_no_files_only_when_the_latest_commit_counts_none(spark):
+    table = f"{DB}.maybe_empty"
+    spark.sql(f"CREATE TABLE {table} (id BIGINT, dt STRING) USING delta PARTITIONED BY (dt)")
+    where = deltalog.describe(spark, table).location
+    steps = [("created", None), ("a row", f"INSERT INTO {table} VALUES (1, 'a')"),
+             ("deleted", f"DELETE FROM {table}"), ("two rows", f"INSERT INTO {table} VALUES (2, 'b'), (3, 'c')"),
+             ("one partition left", f"DELETE FROM {table} WHERE dt = 'b'")]
+    for step, sql in steps:
+        if sql:
+            spark.sql(sql)
+        empty = spark.table(table).count() == 0
+        assert deltalog.holds_no_files(spark, where) == empty, step
+    assert not deltalog.holds_no_files(spark, None) and not deltalog.holds_no_files(spark, "s3://b/t")

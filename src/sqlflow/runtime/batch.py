@@ -36,7 +36,7 @@ from sqlflow.planning.plan import COMMIT_LOG, BatchPlan
 from sqlflow.runtime import dbt_incremental, fault_points, sink_partitions, snapshot
 from sqlflow.runtime import quarantine as Q
 from sqlflow.runtime.analysis_errors import model_errors
-from sqlflow.runtime.delta.deltalog import latest_version
+from sqlflow.runtime.delta.deltalog import describe, holds_no_files, latest_version
 from sqlflow.runtime.delta.sinks import WriteResult, write
 from sqlflow.runtime.env_errors import environment_problem, written_paths
 from sqlflow.runtime.inputs import range_predicate, read, string_range, write_quarantine
@@ -203,6 +203,10 @@ def _quarantine(spark: SparkSession, plan: BatchPlan, parts: list[DataFrame],
 
 
 def _holds_rows(spark: SparkSession, table: str, dates: DateRange | None) -> bool:
+    """Whether `table` holds a row (in the range): a quarantine table with no data file says
+    so in its log (`deltalog.holds_no_files`, no Spark job); else one row is asked for."""
+    if holds_no_files(spark, describe(spark, table).location):
+        return False
     rows = spark.table(table)
     if dates is not None:
         rows = rows.where(F.expr(string_range("dt", dates)))

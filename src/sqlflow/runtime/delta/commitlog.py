@@ -35,6 +35,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import BooleanType, LongType, StringType, StructField, StructType, TimestampType
 
 from sqlflow.planning.plan import COMMIT_LOG
+from sqlflow.runtime import literal_rows
 from sqlflow.runtime.delta import deltalog, interrupted_create, once, partition_path
 from sqlflow.runtime.delta.sinks import BatchId, WriteResult
 
@@ -157,8 +158,9 @@ def append(spark: SparkSession, entries: Iterable[Entry], *, batch: BatchId | No
     if location is None:
         ensure(spark, table)
     # one file per append: a few rows spread over `spark.default.parallelism` tasks made as
-    # many tiny files, which every reader of the log (readiness, status) then opens
-    writer = spark.createDataFrame(rows, SCHEMA).coalesce(1).writeTo(table)
+    # many tiny files, which every reader of the log (readiness, status) then opens; the rows
+    # are literals in the JVM, no Python worker task (`literal_rows`)
+    writer = literal_rows.frame(spark, rows, SCHEMA).coalesce(1).writeTo(table)
     if batch is not None:
         batch = dataclasses.replace(batch, app_id=f"{batch.app_id}__commit_log")
         if batch.journal is not None:

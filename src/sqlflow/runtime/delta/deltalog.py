@@ -125,6 +125,21 @@ def from_log(spark: SparkSession, location: str | None) -> TableInfo | None:
     return TableInfo("delta", location, columns, owner)
 
 
+def holds_no_files(spark: SparkSession, location: str | None) -> bool:
+    """True when the checksum file of the latest commit of the local Delta table at `location`
+    counts no data file (so the table has no row); False when it counts some, or when there is
+    no such file to read (not local, no checksum: the caller asks Spark)."""
+    log = _local_log(spark, location)
+    versions = _versions(log) if log is not None else []
+    if log is None or not versions:
+        return False
+    try:
+        with open(os.path.join(log, f"{max(versions):020d}.crc"), encoding="utf-8") as f:
+            return json.load(f).get("numFiles") == 0
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
 def _versions(log: str) -> list[int]:
     """The versions of the commit files in the local `_delta_log` folder `log`."""
     return [int(n[:-5]) for n in os.listdir(log) if n.endswith(".json") and n[:-5].isdigit()]

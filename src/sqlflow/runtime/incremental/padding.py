@@ -51,7 +51,7 @@ from pyspark.sql.types import BooleanType, LongType, StringType, StructField, St
 
 from sqlflow.identifiers import quote as quote_ident
 from sqlflow.planning.plan import SourceBinding, StreamPlan
-from sqlflow.runtime import ownership
+from sqlflow.runtime import literal_rows, ownership
 from sqlflow.runtime.delta import interrupted_create, once
 from sqlflow.runtime.incremental import state
 
@@ -187,26 +187,16 @@ def _append(spark: SparkSession, table: str, rows: list[tuple], owner: str, exis
     owner model, role `state` (docs/semantics.md, "Table ownership"), like the model's other
     state tables, and takes its columns from PROGRESS_SCHEMA (nullability included).
 
-    An append builds its rows from literals in the JVM (`_literal_rows`): `createDataFrame`
+    An append builds its rows from literals in the JVM (`literal_rows`): `createDataFrame`
     ships them through a Python worker task, about 0.2 s more per micro-batch."""
     if exists or spark.catalog.tableExists(table):
-        _literal_rows(spark, rows).writeTo(table).append()
+        literal_rows.frame(spark, rows, PROGRESS_SCHEMA).writeTo(table).append()
         return
     writer = spark.createDataFrame(rows, PROGRESS_SCHEMA).writeTo(table).using("delta")
     for key, value in ownership.properties(owner, "state").items():
         writer = writer.tableProperty(key, value)
     interrupted_create.clear(spark, table, owner, "state")  # a create a kill cut short
     writer.create()
-
-
-def _literal_rows(spark: SparkSession, rows: list[tuple]) -> DataFrame:
-    """`rows` as a DataFrame of PROGRESS_SCHEMA's columns, built from literals (no Python
-    worker, no RDD): one array of structs, exploded."""
-    assert rows, "a step records one row per input"
-    fields = PROGRESS_SCHEMA.fields
-    structs = [F.struct(*[F.lit(v).cast(f.dataType).alias(f.name) for v, f in zip(row, fields, strict=True)])
-               for row in rows]
-    return spark.range(1).select(F.inline(F.array(*structs)))
 
 
 def advance(prev: Progress, plan_sides: list[Side], streams: Iterable[SourceBinding],

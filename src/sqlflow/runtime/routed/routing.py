@@ -42,13 +42,14 @@ from pyspark.errors import AnalysisException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
+from pyspark.sql.types import ArrayType, LongType, StringType, StructField, StructType
 
 from sqlflow.engine.context import Context
 from sqlflow.errors import Location, SqlflowError
 from sqlflow.identifiers import quote_table as quote
 from sqlflow.planning.plan import COMMIT_LOG, RoutedPlan, RouteTarget, Sink
 from sqlflow.rendering.sourcemap import SourceMap
-from sqlflow.runtime import fault_points, offsets
+from sqlflow.runtime import fault_points, literal_rows, offsets
 from sqlflow.runtime import quarantine as Q
 from sqlflow.runtime.analysis_errors import model_errors
 from sqlflow.runtime.batchfn import BatchFunction, query_failed
@@ -462,10 +463,13 @@ def _measure(df: DataFrame, b) -> tuple[int, dict[str, int], int | None]:
     return row[0], dict(zip(Q.REASONS, row[2:], strict=True)), row[1]
 
 
+_PROGRESS = StructType([StructField("batch_id", LongType()), StructField("frontier_us", LongType()),
+                        StructField("hours", ArrayType(StringType()))])
+
+
 def _record_progress(spark: SparkSession, plan: RoutedPlan, batch: BatchId,
                      frontier: int | None, hours: set[str]) -> None:
-    rows = spark.createDataFrame([(batch.batch_id, frontier, sorted(hours))],
-                                 "batch_id bigint, frontier_us bigint, hours array<string>")
+    rows = literal_rows.frame(spark, [(batch.batch_id, frontier, sorted(hours))], _PROGRESS)
     write(spark, Sink(progress_table(plan), "append_once", owner=plan.model, role="state"), rows,
           batch=batch)
 
