@@ -44,6 +44,10 @@ def test_rows_equal_create_dataframe_s_for_any_string(spark):
     many = rows * (literal_rows.SMALL // len(rows) + 1)
     assert len(many) > literal_rows.SMALL
     assert sorted(map(tuple, literal_rows.frame(spark, many, SCHEMA).collect())) == sorted(map(tuple, want.union(want).collect()))
+    # and so does one row whose array holds more values than SMALL rows would
+    wide = [("w", 1, True, NOON, [str(k) for k in range(literal_rows.SMALL * len(SCHEMA.fields) + 1)], 2)]
+    assert [tuple(r) for r in literal_rows.frame(spark, wide, SCHEMA).collect()] == \
+        [tuple(r) for r in spark.createDataFrame(wide, SCHEMA).collect()]
 
 
 def test_a_naive_timestamp_is_the_utc_instant_in_any_session_time_zone(spark):

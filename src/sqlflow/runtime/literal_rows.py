@@ -38,7 +38,7 @@ from pyspark.sql.types import (
 from sqlglot import exp
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
-SMALL = 16  # rows: more are cheaper through `createDataFrame`
+SMALL = 16  # rows (or as many values): more are cheaper through `createDataFrame`
 _TYPES = {StringType: "STRING", LongType: "BIGINT", IntegerType: "INT", BooleanType: "BOOLEAN",
           TimestampType: "TIMESTAMP"}
 
@@ -52,7 +52,8 @@ def frame(spark: SparkSession, rows: Sequence[tuple], schema: StructType) -> Dat
     ...       StructField("table", LongType()), StructField("t", TimestampType())])))
     SELECT * FROM VALUES (CAST(UNHEX('69742773') AS STRING), CAST(3 AS BIGINT), CAST(NULL AS TIMESTAMP)) AS t(`a`, `table`, `t`)
     """
-    if len(rows) > SMALL:
+    values = sum(len(v) if isinstance(v, (list, tuple)) else 1 for row in rows for v in row)
+    if len(rows) > SMALL or values > SMALL * len(schema.fields):  # (an array's items count each)
         return spark.createDataFrame([_utc(row, schema) for row in rows], schema)
     return spark.sql(statement(rows, schema))
 
