@@ -37,6 +37,8 @@ from pyspark.sql.types import (
 )
 from sqlglot import exp
 
+from sqlflow.project.config import micros as duration_micros
+
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 SMALL = 16  # rows (or as many values): more are cheaper through `createDataFrame`
 _TYPES = {StringType: "STRING", LongType: "BIGINT", IntegerType: "INT", BooleanType: "BOOLEAN",
@@ -46,28 +48,33 @@ _TYPES = {StringType: "STRING", LongType: "BIGINT", IntegerType: "INT", BooleanT
 def frame(spark: SparkSession, rows: Sequence[tuple], schema: StructType) -> DataFrame:
     """`rows` (tuples in `schema`'s field order) as a DataFrame with `schema`'s column names and
     types; at least one row; past `SMALL` rows through `createDataFrame`.
+    """
+    values = sum(len(v) if isinstance(v, (list, tuple)) else 1 for row in rows for v in row)
+    if len(rows) > SMALL or values > SMALL * len(schema.fields):  # (an array's items count each)
+        return spark.createDataFrame([utc_row(row, schema) for row in rows], schema)
+    return spark.sql(statement(rows, schema))
+
+
+def utc_row(row: tuple, schema: StructType) -> tuple:
+    """`row` with each naive timestamp made UTC, for `createDataFrame` (which reads a naive one
+    as the machine's local time)."""
+    return tuple(utc(v) if isinstance(f.dataType, TimestampType) and isinstance(v, datetime) else v
+                 for v, f in zip(row, schema.fields, strict=True))
+
+
+def utc(value: datetime) -> datetime:
+    """`value`, a naive one read as UTC."""
+    return value if value.tzinfo is not None else value.replace(tzinfo=timezone.utc)
+
+
+def statement(rows: Sequence[tuple], schema: StructType) -> str:
+    """The SQL `frame` runs.
 
     >>> from pyspark.sql.types import StructField
     >>> print(statement([("it's", 3, None)], StructType([StructField("a", StringType()),
     ...       StructField("table", LongType()), StructField("t", TimestampType())])))
     SELECT * FROM VALUES (CAST(UNHEX('69742773') AS STRING), CAST(3 AS BIGINT), CAST(NULL AS TIMESTAMP)) AS t(`a`, `table`, `t`)
     """
-    values = sum(len(v) if isinstance(v, (list, tuple)) else 1 for row in rows for v in row)
-    if len(rows) > SMALL or values > SMALL * len(schema.fields):  # (an array's items count each)
-        return spark.createDataFrame([_utc(row, schema) for row in rows], schema)
-    return spark.sql(statement(rows, schema))
-
-
-def _utc(row: tuple, schema: StructType) -> tuple:
-    """`row` with each naive timestamp made UTC (`createDataFrame` reads a naive one as the
-    machine's local time)."""
-    return tuple(v.replace(tzinfo=timezone.utc) if isinstance(f.dataType, TimestampType)
-                 and isinstance(v, datetime) and v.tzinfo is None else v
-                 for v, f in zip(row, schema.fields, strict=True))
-
-
-def statement(rows: Sequence[tuple], schema: StructType) -> str:
-    """The SQL `frame` runs."""
     if not rows:
         raise ValueError("literal rows: at least one row")
     fields = schema.fields
@@ -80,12 +87,11 @@ def statement(rows: Sequence[tuple], schema: StructType) -> str:
 
 def literal(value: Any, data_type: DataType) -> exp.Expression:
     """`value` as a literal of `data_type` (a type of `_TYPES`, or an array of one)."""
-    if isinstance(data_type, ArrayType):
-        inner = [literal(v, data_type.elementType) for v in value] if value is not None else None
-        array = exp.Array(expressions=inner or [])
-        return _cast(exp.null() if value is None else array, data_type) if not inner else array
     if value is None:
         return _cast(exp.null(), data_type)
+    if isinstance(data_type, ArrayType):  # an empty array has no item to give it its type
+        items = [literal(v, data_type.elementType) for v in value]
+        return exp.Array(expressions=items) if items else _cast(exp.Array(expressions=[]), data_type)
     if isinstance(data_type, StringType):
         return _cast(exp.Unhex(this=exp.Literal.string(str(value).encode("utf-8").hex())), data_type)
     if isinstance(data_type, BooleanType):
@@ -99,9 +105,7 @@ def literal(value: Any, data_type: DataType) -> exp.Expression:
 
 def micros(value: datetime) -> int:
     """Microseconds since the epoch; a naive `value` is UTC."""
-    aware = value if value.tzinfo is not None else value.replace(tzinfo=timezone.utc)
-    delta = aware - _EPOCH
-    return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
+    return duration_micros(utc(value) - _EPOCH)
 
 
 def _cast(value: exp.Expression, data_type: DataType) -> exp.Expression:

@@ -131,13 +131,7 @@ def holds_no_files(spark: SparkSession, location: str | None) -> bool:
     no such file to read (not local, no checksum: the caller asks Spark)."""
     log = _local_log(spark, location)
     versions = _versions(log) if log is not None else []
-    if log is None or not versions:
-        return False
-    try:
-        with open(os.path.join(log, f"{max(versions):020d}.crc"), encoding="utf-8") as f:
-            return json.load(f).get("numFiles") == 0
-    except (OSError, ValueError, AttributeError):
-        return False
+    return log is not None and bool(versions) and _checksum(log, max(versions)).get("numFiles") == 0
 
 
 def _versions(log: str) -> list[int]:
@@ -145,14 +139,20 @@ def _versions(log: str) -> list[int]:
     return [int(n[:-5]) for n in os.listdir(log) if n.endswith(".json") and n[:-5].isdigit()]
 
 
-def _checksum_metadata(log: str, version: int) -> dict | None:
-    """The table metadata in `<version>.crc` of the local `_delta_log` folder `log`; None when
-    that file is missing or is not what Delta writes."""
+def _checksum(log: str, version: int) -> dict:
+    """`<version>.crc` of the local `_delta_log` folder `log` (the table's state after that
+    commit, which Delta writes beside it); {} when that file is missing or not what Delta writes."""
     try:
         with open(os.path.join(log, f"{version:020d}.crc"), encoding="utf-8") as f:
-            metadata = json.load(f).get("metadata")
-    except (OSError, ValueError, AttributeError):
-        return None
+            found = json.load(f)
+    except (OSError, ValueError):
+        return {}
+    return found if isinstance(found, dict) else {}
+
+
+def _checksum_metadata(log: str, version: int) -> dict | None:
+    """The table metadata in `<version>.crc`; None when there is none."""
+    metadata = _checksum(log, version).get("metadata")
     return metadata if isinstance(metadata, dict) else None
 
 

@@ -192,7 +192,8 @@ def _append(spark: SparkSession, table: str, rows: list[tuple], owner: str, exis
     if exists or spark.catalog.tableExists(table):
         literal_rows.frame(spark, rows, PROGRESS_SCHEMA).writeTo(table).append()
         return
-    writer = spark.createDataFrame(rows, PROGRESS_SCHEMA).writeTo(table).using("delta")
+    writer = (spark.createDataFrame([literal_rows.utc_row(r, PROGRESS_SCHEMA) for r in rows], PROGRESS_SCHEMA)
+              .writeTo(table).using("delta"))  # (naive times as UTC, as the appends write them)
     for key, value in ownership.properties(owner, "state").items():
         writer = writer.tableProperty(key, value)
     interrupted_create.clear(spark, table, owner, "state")  # a create a kill cut short
