@@ -2,8 +2,8 @@
 stream plan against the hand-written Spark stateful join, under the same trigger and rate.
 
     .venv/bin/python bench/latency.py [--rate 1000] [--seconds 20] [--trigger "1 second"]
-                                      [--search 500,2000,8000] [--search-seconds 10]
-                                      [--source delta] [--only RUNS] [--seed 42]
+                                      [--search 1000,5000,20000,40000] [--search-seconds 10]
+                                      [--source delta|kafka] [--only RUNS] [--seed 42]
 
 A producer thread appends to the model's two inputs (`dw.stg_ad_impressions`,
 `dw.stg_ad_clicks`, emptied before each run) every `--tick` seconds, `--rate` rows per second
@@ -22,8 +22,10 @@ and cost per row (least squares of seconds on input rows over the run's micro-ba
 
 Then it searches each run's highest sustainable rate: `--search` rates in order, each for
 `--search-seconds`; a rate is sustained when lag does not grow (median latency of the last
-third of the rows appended at most 1.5x that of the first third plus one trigger interval).
-The highest sustained rate is reported (0: none of them).
+third of the rows appended at most 1.5x that of the first third plus one trigger interval),
+and only when the producer kept its schedule: a rate its appends could not deliver measures
+the producer, not the query, and is not sustained. The highest sustained rate is reported (0:
+none of them).
 
 Both runs write Delta sinks; the rows of each main run are checked against the batch join of
 the same inputs (EXCEPT ALL both ways over the join's columns), and sqlflow's mean time per
@@ -32,8 +34,12 @@ asserts a time. The last line is machine-readable:
 
     latency: p99=<s> p50=<s> rate=<rows/s> max_rate=<rows/s> hand_max_rate=<rows/s>
 
-Sources: `--source delta` (the default). `--source kafka` is refused until Kafka sources land
-(issue 21).
+Sources: `--source delta` (the default) appends the rows to the model's two input tables, as
+above. `--source kafka` sends the same rows as JSON records to two Kafka topics (a broker this
+script starts; the Kafka timestamp is the ingest time), and sqlflow runs as
+`sqlflow --target kafka run --mode stream --trigger T` does: the topics archived, the staging
+models and the join streamed, three hops; the hand-written join reads the topics itself
+(`bench/latency_kafka.py`). Latency then starts when the producer's send is acknowledged.
 """
 
 from __future__ import annotations
@@ -52,6 +58,7 @@ from pathlib import Path
 from urllib.parse import unquote, urlparse
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import latency_kafka  # noqa: E402
 from interval_join import COLUMNS, INPUTS, MODEL, OUT, copy_project, joined  # noqa: E402
 
 CLICKS, IMPS = INPUTS
@@ -72,14 +79,16 @@ class Run:
     error: str | None = None
     phases: dict[str, float] = field(default_factory=dict)  # mean seconds per micro-batch phase
     differs: str | None = None
+    kept_pace: bool = True  # the producer appended on its schedule: the rate was delivered
 
     def pct(self, q: float) -> float:
         return _pct(self.latencies, q)
 
     def sustained(self, trigger_s: float) -> bool:
-        """Lag does not grow: the median latency of the last third of the rows (by append time)
-        is at most 1.5x that of the first third plus one trigger interval."""
-        if self.error or not self.by_append:
+        """The rate was delivered (the producer kept its schedule) and lag does not grow: the
+        median latency of the last third of the rows (by append time) is at most 1.5x that of
+        the first third plus one trigger interval."""
+        if self.error or not self.by_append or not self.kept_pace:
             return False
         rows = sorted(self.by_append)
         third = max(1, len(rows) // 3)
@@ -109,13 +118,14 @@ def _pct(values: list[float], q: float) -> float:
 
 class Producer(threading.Thread):
     """Appends impressions and clicks to the inputs every `tick` seconds; records when each
-    tick's rows were committed (`imp_done[tick]`, `click_done[tick]`, epoch seconds)."""
+    tick's rows were committed (`imp_done[tick]`, `click_done[tick]`, epoch seconds).
+    `append(tick, n, now, click, src)` writes one side's `n` rows of a tick (clicks of the
+    impressions of tick `src`): `DeltaInputs.append`, or `latency_kafka.Topics.append`."""
 
-    def __init__(self, spark, rate: int, seconds: float, tick: float, disorder: float,
-                 click_delay: int, seed: int):
+    def __init__(self, append, rate: int, seconds: float, tick: float, click_delay: int):
         super().__init__(daemon=True)
-        self.spark, self.rate, self.seconds, self.tick = spark, rate, seconds, tick
-        self.disorder, self.click_delay, self.seed = disorder, click_delay, seed
+        self.append, self.rate, self.seconds, self.tick = append, rate, seconds, tick
+        self.click_delay = click_delay
         self.imp_done: dict[int, float] = {}
         self.click_done: dict[int, float] = {}
         self.click_ms: dict[int, int] = {}  # a click tick's ingest time (ms) -> the tick
@@ -129,21 +139,6 @@ class Producer(threading.Thread):
         except BaseException as exc:  # reported by the run
             self.error = exc
 
-    def _rows(self, tick: int, n: int, now: float, click: bool):
-        from pyspark.sql import functions as F
-
-        ts = "click_ts" if click else "imp_ts"
-        src = tick - self.click_delay if click else tick
-        jitter = F.rand(self.seed + tick * 2 + int(click)) * self.disorder
-        return self.spark.range(n).select(
-            F.concat(F.lit(f"{src}-"), F.col("id").cast("string")).alias("req_id"),
-            (F.col("id") % 97).alias("ad_id"),
-            (F.col("id") % 1009 + (7 if click else 0)).alias("user_id"),
-            F.timestamp_micros(F.lit(int(now * 1e6)) - (jitter * 1e6).cast("bigint")).alias(ts),
-            F.timestamp_millis(F.lit(int(now * 1000))).alias("ingest_ts"),
-        ).select("*", F.date_format("ingest_ts", "yyyy-MM-dd").alias("dt"),
-                 F.date_format("ingest_ts", "HH").alias("hour"))
-
     def _run(self) -> None:
         per_side = max(1, int(self.rate * self.tick / 2))
         self.started = time.time()
@@ -155,16 +150,38 @@ class Producer(threading.Thread):
             if (wait := due - time.time()) > 0:
                 time.sleep(wait)
             now = time.time()
-            self._rows(tick, per_side, now, False).write.format("delta").mode("append").saveAsTable(IMPS)
+            self.append(tick, per_side, now, False, tick)
             self.imp_done[tick] = time.time()
             self.rows += per_side
             if tick >= self.click_delay:
                 self.click_ms[int(now * 1000)] = tick
-                self._rows(tick, per_side, now, True).write.format("delta").mode("append").saveAsTable(CLICKS)
+                self.append(tick, per_side, now, True, tick - self.click_delay)
                 self.click_done[tick] = time.time()
                 self.rows += per_side
             tick += 1
         self.ended, self.ticks = time.time(), tick
+
+
+class DeltaInputs:
+    """The producer's rows as Delta appends to the model's two input tables."""
+
+    def __init__(self, spark, seed: int, disorder: float) -> None:
+        self.spark, self.seed, self.disorder = spark, seed, disorder
+
+    def append(self, tick: int, n: int, now: float, click: bool, src: int) -> None:
+        from pyspark.sql import functions as F
+
+        ts = "click_ts" if click else "imp_ts"
+        jitter = F.rand(self.seed + tick * 2 + int(click)) * self.disorder
+        rows = self.spark.range(n).select(
+            F.concat(F.lit(f"{src}-"), F.col("id").cast("string")).alias("req_id"),
+            (F.col("id") % 97).alias("ad_id"),
+            (F.col("id") % 1009 + (7 if click else 0)).alias("user_id"),
+            F.timestamp_micros(F.lit(int(now * 1e6)) - (jitter * 1e6).cast("bigint")).alias(ts),
+            F.timestamp_millis(F.lit(int(now * 1000))).alias("ingest_ts"),
+        ).select("*", F.date_format("ingest_ts", "yyyy-MM-dd").alias("dt"),
+                 F.date_format("ingest_ts", "HH").alias("hour"))
+        rows.write.format("delta").mode("append").saveAsTable(CLICKS if click else IMPS)
 
 
 def empty_inputs(spark) -> None:
@@ -233,7 +250,9 @@ def run_sqlflow(ctx, plan, table: str, checkpoint: Path, args, rate: int, second
         quarantine=f"{table}__quarantine")
     empty_inputs(ctx.spark)
     query, fn = stream.start(ctx, plan, trigger=args.trigger)
-    _drive(ctx.spark, run, query, args, rate, seconds)
+    spark = ctx.spark
+    _drive(spark, run, DeltaInputs(spark, args.seed, args.disorder).append, args, rate, seconds,
+           drain=query.processAllAvailable, stop=query.stop, truth=lambda: delta_truth(spark))
     reports = [b for b in fn.reports if b.kind == "batch"]
     run.batches = [(sum(n for _, n in b.rows_in), b.seconds) for b in reports]
     for b in reports[1:]:  # the first pays the query's warm-up
@@ -242,6 +261,11 @@ def run_sqlflow(ctx, plan, table: str, checkpoint: Path, args, rate: int, second
     if fn.error is not None and run.error is None:
         run.error = str(fn.error).splitlines()[0]
     return run
+
+
+def delta_truth(spark):
+    """The batch join of the two input tables as they are."""
+    return joined(spark.table(CLICKS), spark.table(IMPS))
 
 
 def hand_query(spark, table: str, checkpoint: Path, trigger: str, lateness: str):
@@ -262,30 +286,71 @@ def hand_query(spark, table: str, checkpoint: Path, trigger: str, lateness: str)
 def run_hand(spark, table: str, checkpoint: Path, args, rate: int, seconds: float, lateness: str) -> Run:
     run = Run("hand stateful", rate, seconds, table=table)
     query = hand_query(spark, table, checkpoint, args.trigger, lateness)
-    _drive(spark, run, query, args, rate, seconds)
-    run.batches = [(p["numInputRows"], p["durationMs"].get("triggerExecution", 0) / 1000)
-                   for p in query.recentProgress if p["numInputRows"]]
+    _drive(spark, run, DeltaInputs(spark, args.seed, args.disorder).append, args, rate, seconds,
+           drain=query.processAllAvailable, stop=query.stop, truth=lambda: delta_truth(spark))
+    run.batches = progress_batches(query)
     return run
 
 
-def _drive(spark, run: Run, query, args, rate: int, seconds: float) -> None:
-    """Produce for `seconds` while `query` runs, let it process what is left, stop it, and
-    measure the latency of every output row."""
-    producer = Producer(spark, rate, seconds, args.tick, args.disorder, args.click_delay, args.seed)
+def progress_batches(query) -> list[tuple[int, float]]:
+    """(input rows, seconds) of a Spark query's micro-batches that read rows."""
+    return [(p["numInputRows"], p["durationMs"].get("triggerExecution", 0) / 1000)
+            for p in query.recentProgress if p["numInputRows"]]
+
+
+def run_sqlflow_kafka(spark, topics, project: Path, args, rate: int, seconds: float) -> Run:
+    """sqlflow's stream service over the run's topics: archives, staging, the join."""
+    service = latency_kafka.Service(spark, project, args.trigger)
+    run = Run("sqlflow incremental", rate, seconds, table=service.table)
+    try:
+        service.wait_started()
+    except RuntimeError as exc:
+        run.error = str(exc)
+        service.close()
+        return run
+    time.sleep(3 * _seconds(args.trigger))  # past the first micro-batches of every query
+
+    def drain() -> None:
+        service.drain(topics.truth(spark).count(), timeout_s=max(300.0, 10 * seconds))
+
+    _drive(spark, run, topics.append, args, rate, seconds, drain=drain, stop=service.close,
+           truth=lambda: topics.truth(spark))
+    run.batches = service.batches()
+    return run
+
+
+def run_hand_kafka(spark, topics, table: str, checkpoint: Path, args, rate: int, seconds: float,
+                   lateness: str) -> Run:
+    run = Run("hand stateful", rate, seconds, table=table)
+    query = latency_kafka.hand_query(spark, topics, table, checkpoint, args.trigger, lateness)
+    _drive(spark, run, topics.append, args, rate, seconds, drain=query.processAllAvailable,
+           stop=query.stop, truth=lambda: topics.truth(spark))
+    run.batches = progress_batches(query)
+    return run
+
+
+def _drive(spark, run: Run, append, args, rate: int, seconds: float, *, drain, stop, truth) -> None:
+    """Produce for `seconds` (`append`: one side's rows of a tick) while the run's queries go,
+    let them process what is left (`drain`), stop them (`stop` returns a failure or None), and
+    measure the latency of every output row; `truth()` is the batch join of the inputs."""
+    producer = Producer(append, rate, seconds, args.tick, args.click_delay)
     producer.start()
     producer.join()
     try:
         if producer.error is not None:
             raise producer.error
-        query.processAllAvailable()
+        drain()
     except Exception as exc:  # a failed run is a result too
         run.error = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
     finally:
-        query.stop()
+        failed = stop()
+        if failed and run.error is None:
+            run.error = failed
     run.rows_in = producer.rows
     run.produced_s = (producer.ended - producer.started) or seconds
     behind = (producer.ended - producer.started) - producer.ticks * args.tick
     if behind > args.tick:
+        run.kept_pace = False
         print(f"  the producer fell {behind:.1f}s behind its schedule ({producer.ticks} ticks): its "
               "appends, not the query, limit this rate", flush=True)
     if run.error is None:
@@ -293,9 +358,9 @@ def _drive(spark, run: Run, query, args, rate: int, seconds: float) -> None:
         if not run.rows_out:
             run.error = (f"no output row ({producer.rows:,} input rows in {producer.ticks} ticks): "
                          "nothing to measure")
-        truth = joined(spark.table(CLICKS), spark.table(IMPS)).select(*COLUMNS)
+        want = truth().select(*COLUMNS)
         got = spark.table(run.table).select(*COLUMNS)
-        missing, extra = truth.exceptAll(got).count(), got.exceptAll(truth).count()
+        missing, extra = want.exceptAll(got).count(), got.exceptAll(want).count()
         if missing or extra:
             run.differs = (f"{missing:,} rows missing, {extra:,} extra against the batch join "
                            "of the same inputs")
@@ -309,7 +374,7 @@ def main() -> int:
     parser.add_argument("--tick", type=float, default=0.5, help="seconds between producer appends")
     parser.add_argument("--disorder", type=float, default=2.0, help="event time lags ingest by up to this (s)")
     parser.add_argument("--click-delay", type=int, default=2, help="ticks from an impression to its click")
-    parser.add_argument("--search", default="500,2000,8000",
+    parser.add_argument("--search", default="1000,5000,20000,40000",
                         help="rates tried for the highest sustainable rate, ascending ('' skips)")
     parser.add_argument("--search-seconds", type=float, default=10.0)
     parser.add_argument("--source", choices=("delta", "kafka"), default="delta")
@@ -317,13 +382,9 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=42)
     parser.add_argument("--keep", action="store_true", help="keep the temp project folder")
     args = parser.parse_args()
-    if args.source == "kafka":
-        print("bench/latency.py: Kafka sources are not wired into this bench yet (issue 23); "
-              "use --source delta")
-        return 2
     folder = Path(tempfile.mkdtemp(prefix="sqlflow_latency_"))
     try:
-        return bench(copy_project(folder), args)
+        return bench(folder, args)
     finally:
         if args.keep:
             print(f"kept {folder}")
@@ -331,22 +392,39 @@ def main() -> int:
             shutil.rmtree(folder, ignore_errors=True)
 
 
-def bench(project: Path, args) -> int:
+def bench(folder: Path, args) -> int:
+    topics = latency_kafka.Topics(folder, args.seed, args.disorder) if args.source == "kafka" else None
+    try:
+        return measured(folder, args, topics)
+    finally:
+        if topics is not None:
+            topics.close()
+
+
+def measured(folder: Path, args, topics) -> int:
     from sqlflow.compiler import compile_project
     from sqlflow.demo.generate import generate
     from sqlflow.engine.context import Context
     from sqlflow.runtime.batch import run_batch
 
-    ctx = Context.discover(project)
+    if topics is None:
+        (folder / "project").mkdir()
+        project = copy_project(folder / "project")
+    else:
+        project = latency_kafka.project_for(folder / "project", *topics.use(0), copy=copy_project)
+    if topics is not None:
+        os.environ["SQLFLOW_KAFKA_BOOTSTRAP"] = topics.address
+    ctx = Context.discover(project, target_name="kafka" if topics is not None else None)
     spark = ctx.spark
     spark.sparkContext.setLogLevel("ERROR")
-    generate(spark, rows=2000, seed=args.seed, days=1)  # the inputs' tables, emptied per run
-    batch_plans = compile_project(project, mode="batch", target=ctx.target)
     stream_plans = compile_project(project, mode="stream", target=ctx.target)
-    batch_plans.raise_if_errors()
     stream_plans.raise_if_errors()
-    for model in ("stg_ad_clicks", "stg_ad_impressions"):
-        run_batch(ctx, batch_plans.plans[model])
+    if topics is None:
+        generate(spark, rows=2000, seed=args.seed, days=1)  # the inputs' tables, emptied per run
+        batch_plans = compile_project(project, mode="batch", target=ctx.target)
+        batch_plans.raise_if_errors()
+        for model in ("stg_ad_clicks", "stg_ad_impressions"):
+            run_batch(ctx, batch_plans.plans[model])
     spark.sql(f"CREATE DATABASE IF NOT EXISTS {OUT}")
     plan = stream_plans.plans[MODEL]
     side = plan.sources[0]
@@ -360,9 +438,20 @@ def bench(project: Path, args) -> int:
         nonlocal n
         n += 1
         table, cp = f"{OUT}.latency_{kind}_{n}", checkpoints / f"{kind}_{n}"
-        print(f"{kind}: {rate:,} rows/s for {seconds:g}s, trigger {args.trigger}", flush=True)
-        r = (run_sqlflow(ctx, plan, table, cp, args, rate, seconds) if kind == "sqlflow"
-             else run_hand(spark, table, cp, args, rate, seconds, lateness))
+        print(f"{kind}: {rate:,} rows/s for {seconds:g}s, trigger {args.trigger}, {args.source} "
+              "source", flush=True)
+        if topics is not None:  # topics of the run's own, written before the queries start
+            imps, clicks = topics.use(n)
+            topics.warm_up()
+        if kind == "sqlflow" and topics is not None:
+            copy = latency_kafka.project_for(folder / f"run_{n}", imps, clicks, copy=copy_project)
+            r = run_sqlflow_kafka(spark, topics, copy, args, rate, seconds)
+        elif kind == "sqlflow":
+            r = run_sqlflow(ctx, plan, table, cp, args, rate, seconds)
+        elif topics is not None:
+            r = run_hand_kafka(spark, topics, table, cp, args, rate, seconds, lateness)
+        else:
+            r = run_hand(spark, table, cp, args, rate, seconds, lateness)
         fixed, per_k = r.split()
         summary = (f"p50 {r.pct(0.5):.2f}s p99 {r.pct(0.99):.2f}s, {len(r.batches)} batches, "
                    f"fixed {fixed:.2f}s + {per_k:.3f}s/1k rows, sustained: {r.sustained(trigger_s)}")

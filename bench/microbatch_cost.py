@@ -54,7 +54,7 @@ from urllib.parse import unquote, urlparse
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from interval_join import COLUMNS, MODEL, OUT, copy_project, joined  # noqa: E402
-from latency import CLICKS, IMPS, Producer, _seconds, empty_inputs, hand_query  # noqa: E402
+from latency import CLICKS, IMPS, DeltaInputs, _seconds, empty_inputs, hand_query  # noqa: E402
 
 SPARK_PARTS = ("triggerExecution", "addBatch", "latestOffset", "getBatch", "queryPlanning",
                "walCommit", "commitOffsets")
@@ -277,7 +277,7 @@ def drive(spark, run: Run, query, args, table: str, rows_in: Callable[[], dict[i
     processed them (`rows_in`: input rows per batch id so far), and measure its micro-batches;
     then check its rows."""
     interval = _seconds(args.trigger)
-    rows = Producer(spark, 0, 0, 1.0, 2.0, 0, 1)
+    rows = DeltaInputs(spark, seed=1, disorder=2.0)
     group = str(query.runId)
     tracker = spark.sparkContext.statusTracker()
     warehouse = Path(unquote(urlparse(spark.conf.get("spark.sql.warehouse.dir")).path))
@@ -289,9 +289,8 @@ def drive(spark, run: Run, query, args, table: str, rows_in: Callable[[], dict[i
             boundary = (time.time() // interval + 1) * interval
             time.sleep(max(0.0, boundary - time.time()) + 0.05)
             now = time.time()
-            rows._rows(i, args.rows // 2, now, False).write.format("delta").mode("append").saveAsTable(IMPS)
-            rows._rows(i, args.rows - args.rows // 2, now + 1, True).write.format("delta") \
-                .mode("append").saveAsTable(CLICKS)
+            rows.append(i, args.rows // 2, now, False, i)
+            rows.append(i, args.rows - args.rows // 2, now + 1, True, i)
             while query.isActive and sum(rows_in().values()) < (i + 1) * args.rows:
                 time.sleep(0.1)
             if query.exception() is not None:
