@@ -190,13 +190,13 @@ def empty_inputs(spark) -> None:
         spark.sql(f"DELETE FROM {t}")
 
 
-def commit_times(spark, table: str) -> dict[str, float]:
-    """File name -> when the sink commit that added it became visible (its log file's mtime)."""
+def _log_actions(spark, table: str):
+    """(when the commit became visible: its log file's mtime, action) for every action of the
+    local Delta table's commit files."""
     from sqlflow.runtime.delta import deltalog
 
     location = deltalog.describe(spark, table).location
     log = os.path.join(unquote(urlparse(location).path), "_delta_log")
-    out = {}
     for name in os.listdir(log):
         if not name.endswith(".json") or not name[:-5].isdigit():
             continue
@@ -204,10 +204,29 @@ def commit_times(spark, table: str) -> dict[str, float]:
         visible = os.stat(path).st_mtime
         with open(path, encoding="utf-8") as f:
             for line in f:
-                add = json.loads(line).get("add") if line.strip() else None
-                if add:
-                    out[unquote(add["path"]).rsplit("/", 1)[-1]] = visible
-    return out
+                if line.strip():
+                    yield visible, json.loads(line)
+
+
+def commit_times(spark, table: str) -> dict[str, float]:
+    """File name -> when the sink commit that added it became visible (its log file's mtime)."""
+    return {unquote(a["add"]["path"]).rsplit("/", 1)[-1]: visible
+            for visible, a in _log_actions(spark, table) if a.get("add")}
+
+
+def sink_rows(spark, table: str) -> int:
+    """The rows the table holds, from the record counts of its log's added and removed files:
+    no Spark job, so waiting for a sink does not take CPU from the queries it waits for. A
+    file whose action carries no count is counted by Spark after all."""
+    total = 0
+    for _, action in _log_actions(spark, table):
+        for kind, sign in (("add", 1), ("remove", -1)):
+            if action.get(kind):
+                stats = json.loads(action[kind].get("stats") or "{}")
+                if "numRecords" not in stats:
+                    return spark.table(table).count()
+                total += sign * stats["numRecords"]
+    return total
 
 
 def measure(spark, run: Run, producer: Producer) -> None:
@@ -311,7 +330,8 @@ def run_sqlflow_kafka(spark, topics, project: Path, args, rate: int, seconds: fl
     time.sleep(3 * _seconds(args.trigger))  # past the first micro-batches of every query
 
     def drain() -> None:
-        service.drain(topics.truth(spark).count(), timeout_s=max(300.0, 10 * seconds))
+        service.drain(topics.truth(spark).count(), lambda: sink_rows(spark, service.table),
+                      timeout_s=max(300.0, 10 * seconds))
 
     _drive(spark, run, topics.append, args, rate, seconds, drain=drain, stop=service.close,
            truth=lambda: topics.truth(spark))

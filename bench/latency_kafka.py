@@ -22,7 +22,6 @@ import io
 import json
 import random
 import re
-import shutil
 import threading
 import time
 from collections.abc import Callable
@@ -33,7 +32,6 @@ import yaml
 
 from interval_join import MODEL, joined
 
-TOPICS = {"ods_ad_impressions": "ad_impression", "ods_ad_clicks": "ad_click"}
 STAGING = ("stg_ad_impressions", "stg_ad_clicks")
 WARM_UP_TICK = 999_999  # a tick no producer reaches: its rows are in every table, never measured
 _SCHEMA = ("req_id STRING, ad_id BIGINT, user_id BIGINT, {ts} TIMESTAMP, dt STRING, hour STRING")
@@ -162,9 +160,11 @@ class Service:
                                    + (self.out.getvalue().strip().splitlines() or ["no output"])[-1])
             time.sleep(0.5)
 
-    def drain(self, expected: int, timeout_s: float) -> None:
+    def drain(self, expected: int, rows_now: Callable[[], int], timeout_s: float) -> None:
+        """Until the sink holds `expected` rows (`rows_now()` counts them without a Spark job,
+        `latency.sink_rows`: polling must not slow the queries it waits for)."""
         deadline = time.monotonic() + timeout_s
-        while self.spark.table(self.table).count() < expected:
+        while rows_now() < expected:
             if not self.thread.is_alive() or time.monotonic() > deadline:
                 raise RuntimeError(f"the sink did not reach the batch truth's {expected:,} rows "
                                    f"within {timeout_s:.0f}s")
@@ -194,7 +194,3 @@ def hand_query(spark, topics: Topics, table: str, checkpoint: Path, trigger: str
     return (joined(clicks, imps).writeStream.format("delta").partitionBy("dt", "hour")
             .outputMode("append").option("checkpointLocation", str(checkpoint))
             .trigger(processingTime=trigger).toTable(table))
-
-
-def remove(folder: Path) -> None:
-    shutil.rmtree(folder, ignore_errors=True)
