@@ -125,3 +125,38 @@ def test_a_replayed_batch_appends_nothing_twice(spark):
     rows = spark.table(LOG).orderBy("partition").collect()
     assert [(r["partition"], r["rows"], r["inputs"]) for r in rows] == [
         ("dt=2026-11-01", 2, '{"ods.x": 4}'), ("dt=2026-11-02", 3, '{"ods.x": 4}')]
+
+
+def test_readiness_from_the_log_s_files_equals_spark_s_and_reads_each_file_once(spark, monkeypatch):
+    """READY from the log's own files (`commitlog_ready`, no Spark job) equals Spark's read of
+    the same log, through commits, a full refresh, commits after it and a checkpoint; a later
+    question reads only the data files added since (Delta data files never change)."""
+    from sqlflow.runtime.delta import commitlog_ready
+
+    dims = ["dim.a", "DIM.B", "dim.none"]
+    read = []
+    original = logfiles.file_rows
+    monkeypatch.setattr(logfiles, "file_rows", lambda *a, **k: read.append(a[1]) or original(*a, **k))
+
+    def both():
+        location = deltalog.describe(spark, LOG).location
+        return commitlog_ready.ready_partitions_of(spark, location, dims), C.ready_partitions_read(spark, dims, table=LOG)
+
+    C.append(spark, [C.Entry("dim.a", "dt=2026-11-01", "commit", "marker", committed_at=at(0)),
+                     C.Entry("dim.b", "dt=2026-11-01", "commit", "marker", committed_at=at(0)),
+                     C.Entry("dim.b", "dt=2026-11-02", "write", "batch", committed_at=at(1))], table=LOG)
+    files, spark_read = both()
+    assert files == spark_read == {"dim.a": {"dt=2026-11-01"}, "dim.b": {"dt=2026-11-01"}, "dim.none": set()}
+    assert len(read) == 1
+    C.refreshed(spark, ["dim.b"], "m", table=LOG)  # dim.b's earlier commits no longer count
+    C.append(spark, [C.Entry("dim.b", "dt=2026-11-03", "commit", "stream")], table=LOG)
+    C.append(spark, [C.Entry("dim.a", f"dt=2026-11-{d:02d}", "commit", "marker") for d in (2, 3)], table=LOG)
+    read.clear()
+    files, spark_read = both()
+    assert files == spark_read == {"dim.a": {"dt=2026-11-01", "dt=2026-11-02", "dt=2026-11-03"},
+                                   "dim.b": {"dt=2026-11-03"}, "dim.none": set()}
+    assert len(read) == 3  # the three files added since, not the first one again
+    assert C.ready_partitions_of(spark, dims, table=LOG) == files
+    spark.sql(f"OPTIMIZE {LOG}")  # the files replaced: the removed ones are forgotten, the new read
+    read.clear()
+    assert both()[0] == files and len(read) == 1

@@ -61,7 +61,7 @@ def test_latest_version_and_commits_match_what_spark_reads(spark, monkeypatch):
     assert any("remove" in a for v, a in local[1] if v == 4)
 
     # the path taken for remote storage and Spark Connect
-    monkeypatch.setattr(deltalog, "_local_log", lambda spark, location: None)
+    monkeypatch.setattr(deltalog, "local_log", lambda spark, location: None)
     remote = (deltalog.latest_version(spark, table),
               deltalog.commit_actions(spark, location, [1, 2, 4]))
     assert remote == local
@@ -71,13 +71,13 @@ def test_an_unpublished_coordinated_commit_sends_the_look_up_to_spark(spark, tmp
     table = f"{DB}.staged"
     spark.sql(f"CREATE TABLE {table} (id BIGINT) USING delta")
     location = deltalog.describe(spark, table).location
-    log = deltalog._local_log(spark, location)
+    log = deltalog.local_log(spark, location)
     assert log is not None
     staged = tmp_path / "staged"  # a stand-in folder: never touch a real table's staged commits
     (staged / "_delta_log" / "_staged_commits").mkdir(parents=True)
     (staged / "_delta_log" / "_staged_commits" / "00000000000000000001.uuid.json").write_text("{}")
-    assert deltalog._local_log(spark, f"file:{staged}") is None
-    assert deltalog._local_log(spark, "s3a://bucket/table") is None
+    assert deltalog.local_log(spark, f"file:{staged}") is None
+    assert deltalog.local_log(spark, "s3a://bucket/table") is None
 
 
 def test_a_commit_file_removed_by_log_clean_up_is_skipped_on_both_paths(spark, tmp_path, monkeypatch):
@@ -86,14 +86,14 @@ def test_a_commit_file_removed_by_log_clean_up_is_skipped_on_both_paths(spark, t
     for i in range(2):
         spark.createDataFrame([(i,)], "id long").writeTo(table).append()
     # a copy of the log without version 1, as clean-up leaves it (the real table stays whole)
-    source = deltalog._local_log(spark, deltalog.describe(spark, table).location)
+    source = deltalog.local_log(spark, deltalog.describe(spark, table).location)
     copy = tmp_path / "cleaned"
     shutil.copytree(source, copy / "_delta_log")
     (copy / "_delta_log" / f"{1:020d}.json").unlink()
 
     local = deltalog.commit_actions(spark, f"file:{copy}", [0, 1, 2])
     assert sorted({v for v, _ in local}) == [0, 2]
-    monkeypatch.setattr(deltalog, "_local_log", lambda spark, location: None)
+    monkeypatch.setattr(deltalog, "local_log", lambda spark, location: None)
     assert deltalog.commit_actions(spark, f"file:{copy}", [0, 1, 2]) == local
     assert deltalog.commit_actions(spark, f"file:{copy}", [1]) == []
 

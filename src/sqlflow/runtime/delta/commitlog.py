@@ -36,7 +36,7 @@ from pyspark.sql.types import BooleanType, LongType, StringType, StructField, St
 
 from sqlflow.planning.plan import COMMIT_LOG
 from sqlflow.runtime import literal_rows
-from sqlflow.runtime.delta import deltalog, interrupted_create, once, partition_path
+from sqlflow.runtime.delta import commitlog_ready, deltalog, interrupted_create, once, partition_path
 from sqlflow.runtime.delta.sinks import BatchId, WriteResult
 
 Kind = Literal["write", "commit", "dirty", "repair", "refresh"]
@@ -202,7 +202,19 @@ def ready_partitions(spark: SparkSession, data_table: str, *, table: str = COMMI
 
 def ready_partitions_of(spark: SparkSession, data_tables: Sequence[str], *,
                         table: str = COMMIT_LOG) -> dict[str, set[str]]:
-    """`ready_partitions` of each of `data_tables` (keys lower-cased), in one read of the log."""
+    """`ready_partitions` of each of `data_tables` (keys lower-cased), in one read of the log:
+    its own files when they are local (`commitlog_ready`, no Spark job), else Spark."""
+    names = sorted({t.lower() for t in data_tables})
+    if spark.catalog.tableExists(table):
+        found = commitlog_ready.ready_partitions_of(spark, deltalog.describe(spark, table).location, names)
+        if found is not None:
+            return found
+    return ready_partitions_read(spark, names, table=table)
+
+
+def ready_partitions_read(spark: SparkSession, data_tables: Sequence[str], *,
+                          table: str = COMMIT_LOG) -> dict[str, set[str]]:
+    """`ready_partitions_of` read by Spark (`read`): a log the driver cannot read itself."""
     names = sorted({t.lower() for t in data_tables})
     rows = (read(spark, table).where(F.col("table").isin(names) & (F.col("kind") == "commit"))
             .select("table", "partition").distinct().collect())

@@ -34,6 +34,25 @@ def counting(rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
     return [r for r in rows if r["table"] not in refreshed or r["committed_at"] > refreshed[r["table"]]]
 
 
+def ready_partitions(rows: Iterable[dict[str, Any]], tables: Iterable[str]) -> dict[str, set[str]]:
+    """READY of each of `tables` (keys lower-cased): its partitions with a `commit` row that
+    counts. `rows` need `table`, `partition`, `kind` and `committed_at`; rows of other kinds
+    than `commit` and `refresh` may be left out (they decide nothing here).
+
+    >>> from datetime import datetime as t
+    >>> rows = [dict(table="dim.a", partition="dt=1", kind="commit", committed_at=t(2026, 1, 1)),
+    ...         dict(table="dim.b", partition="dt=1", kind="commit", committed_at=t(2026, 1, 1)),
+    ...         dict(table="dim.b", partition="", kind="refresh", committed_at=t(2026, 1, 2))]
+    >>> ready_partitions(rows, ["DIM.A", "dim.b"])
+    {'dim.a': {'dt=1'}, 'dim.b': set()}
+    """
+    found: dict[str, set[str]] = {t.lower(): set() for t in tables}
+    for r in counting(rows):
+        if r["kind"] == "commit" and r["table"] in found:
+            found[r["table"]].add(r["partition"])
+    return found
+
+
 def open_partitions(rows: Iterable[dict[str, Any]], tables: Iterable[str] | None = None) -> list[dict[str, Any]]:
     """Dirty or provisional partitions not settled since, as `{table, partition, dirty,
     provisional, reasons, since}`, ordered by table and partition (`tables`: only these)."""

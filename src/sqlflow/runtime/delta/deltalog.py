@@ -110,7 +110,7 @@ def from_log(spark: SparkSession, location: str | None) -> TableInfo | None:
     (`<version>.crc` holds the table's metadata), with no catalog call and no snapshot built;
     None when the folder is not local or the latest commit has no checksum file (the caller
     asks the catalog instead)."""
-    log = _local_log(spark, location)
+    log = local_log(spark, location)
     versions = _versions(log) if log is not None else []
     metadata = _checksum_metadata(log, max(versions)) if log is not None and versions else None
     if metadata is None:
@@ -129,7 +129,7 @@ def holds_no_files(spark: SparkSession, location: str | None) -> bool:
     """True when the checksum file of the latest commit of the local Delta table at `location`
     counts no data file (so the table has no row); False when it counts some, or when there is
     no such file to read (not local, no checksum: the caller asks Spark)."""
-    log = _local_log(spark, location)
+    log = local_log(spark, location)
     versions = _versions(log) if log is not None else []
     return log is not None and bool(versions) and _checksum(log, max(versions)).get("numFiles") == 0
 
@@ -175,7 +175,7 @@ def latest_version(spark: SparkSession, table: str, location: str | None = None)
         if info.format != "delta":
             return None
         location = info.location
-    log = _local_log(spark, location)
+    log = local_log(spark, location)
     if log is not None:
         versions = _versions(log)
         if versions:
@@ -192,7 +192,7 @@ def table_id(spark: SparkSession, location: str, latest: int) -> str | None:
     writes beside each commit (`<version>.crc`, which holds the table's metadata); None when
     the folder is not local or that file is missing (the caller asks Spark instead). A
     `DESCRIBE DETAIL` would first compute the table's size from its snapshot."""
-    log = _local_log(spark, location)
+    log = local_log(spark, location)
     metadata = _checksum_metadata(log, latest) if log is not None else None
     found = metadata.get("id") if metadata else None
     return str(found) if found else None
@@ -203,7 +203,7 @@ def commit_actions(spark: SparkSession, location: str, versions: list[int]) -> l
     action)` in log order. A commit whose file Delta's log clean-up has removed (older than
     the log retention and the newest checkpoint) is skipped: callers search a window of recent
     commits, and a missing old one holds nothing they could still use."""
-    log = _local_log(spark, location)
+    log = local_log(spark, location)
     out: list[tuple[int, dict]] = []
     if log is not None:
         for v in versions:
@@ -226,8 +226,9 @@ def commit_actions(spark: SparkSession, location: str, versions: list[int]) -> l
     return sorted(out, key=lambda va: va[0])  # stable: log order within a commit is kept
 
 
-def _local_log(spark: SparkSession, location: str | None) -> str | None:
-    """`<location>/_delta_log` as a local folder the driver can list, else None."""
+def local_log(spark: SparkSession, location: str | None) -> str | None:
+    """`<location>/_delta_log` as a local folder the driver can list, else None (Spark
+    Connect, a remote file system, commits staged by a catalog)."""
     if not location or type(spark).__module__.startswith("pyspark.sql.connect"):
         return None
     url = urlparse(location)

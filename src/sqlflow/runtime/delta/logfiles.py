@@ -93,12 +93,17 @@ def live_files(table_dir: Path) -> dict[str, dict[str, Any]]:
 def read_rows(table_dir: Path) -> list[dict[str, Any]]:
     """Every row of the local Delta table at `table_dir`, as dicts (column name -> value;
     a partition column's value is its string from the log, as Delta stores it)."""
-    import pyarrow.parquet as pq
-
     rows: list[dict[str, Any]] = []
     for path, partition in sorted(live_files(table_dir).items()):
-        if "://" in path or path.startswith("/"):
-            raise Unsupported(f"data file {path} is outside the table's folder")
-        for row in pq.ParquetFile(table_dir / path).read().to_pylist():
-            rows.append({**row, **partition})
+        rows += [{**row, **partition} for row in file_rows(table_dir, path)]
     return rows
+
+
+def file_rows(table_dir: Path, path: str, columns: list[str] | None = None) -> list[dict[str, Any]]:
+    """The rows of one data file of the table (a path `live_files` returned), its data columns
+    only (`columns`: these of them)."""
+    import pyarrow.parquet as pq
+
+    if "://" in path or path.startswith("/"):
+        raise Unsupported(f"data file {path} is outside the table's folder")
+    return pq.ParquetFile(table_dir / path).read(columns=columns).to_pylist()
