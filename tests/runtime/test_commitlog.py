@@ -129,8 +129,9 @@ def test_a_replayed_batch_appends_nothing_twice(spark):
 
 def test_readiness_from_the_log_s_files_equals_spark_s_and_reads_each_file_once(spark, monkeypatch):
     """READY from the log's own files (`commitlog_ready`, no Spark job) equals Spark's read of
-    the same log, through commits, a full refresh, commits after it and a checkpoint; a later
-    question reads only the data files added since (Delta data files never change)."""
+    the same log, through commits, a full refresh and commits after it; a later question reads
+    only the data files added since (Delta data files never change), and after an OPTIMIZE
+    only the file that replaced them."""
     from sqlflow.runtime.delta import commitlog_ready
 
     dims = ["dim.a", "DIM.B", "dim.none"]

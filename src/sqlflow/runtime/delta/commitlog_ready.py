@@ -2,10 +2,10 @@
 
 Every model joining a dimension that sets `ready_marker` asks which of its partitions have a
 `commit` row before each backfill and each micro-batch (`snapshot.pin` syncs the markers
-against it). Over
-Spark that question is three jobs over every file of the log (the rows, the latest `refresh`
-per table, their join): about 1.5 s on the two-core machine (`bench/commitlog_ready.py`), in
-every micro-batch of a dimension join.
+against it, then pins the READY view the model's SQL reads at one log version, by Spark as
+before). Over Spark that question is three jobs over every file of the log (the rows, the
+latest `refresh` per table, their join): about 1.5 s on the two-core machine
+(`bench/commitlog_ready.py`).
 
 Here the log's live files come from its `_delta_log` (`logfiles.live_files`: the newest
 checkpoint and the commits after it) and each data file is read with pyarrow once per process,
