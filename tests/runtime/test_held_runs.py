@@ -5,6 +5,8 @@ a union concatenates them)."""
 
 from __future__ import annotations
 
+from functools import reduce
+
 from sqlflow.runtime.incremental import held
 
 
@@ -31,67 +33,126 @@ class Frame(list):
         self.dropped = True
         return self
 
+    def count(self):
+        self.counted = True
+        return len(self)
+
+
+def rows(h: held.Held, relation: str, version: int, batch_id: int):
+    """The rows `h` holds for the batch (the union of its parts), None when no run reaches."""
+    parts = h.parts(relation, version, batch_id)
+    return None if parts is None else reduce(Frame.unionByName, parts, Frame())
+
+
+def table(*names):
+    """A `start` reader of a table's rows."""
+    return lambda: Frame(names)
+
 
 def test_a_run_is_the_table_plus_each_following_batch_until_one_does_not_follow():
     h = held.Held()
-    assert h.rows("t", 3, 1) is None  # nothing held: the caller reads the table as of 3
-    h.start("t", 3, Frame(["v1", "v2", "v3"]), 1)
+    assert h.parts("t", 3, 1) is None  # nothing held: the caller reads the table as of 3
+    h.start("t", 3, table("v1", "v2", "v3"), 1)
     b1, b2 = Frame(["v4", "v5"]), Frame(["v6"])
     assert h.extend("t", 1, 3, 5, b1, b1, 2)  # batch 1 read versions 4..5
-    assert h.rows("t", 5, 2) == ["v1", "v2", "v3", "v4", "v5"]
+    assert rows(h, "t", 5, 2) == ["v1", "v2", "v3", "v4", "v5"]
     assert not h.extend("t", 2, 5, 5, Frame(), Frame(), 0)  # nothing new: nothing to keep
     assert h.extend("t", 3, 5, 6, b2, b2, 1)
-    assert h.rows("t", 6, 4) == ["v1", "v2", "v3", "v4", "v5", "v6"]
+    assert rows(h, "t", 6, 4) == ["v1", "v2", "v3", "v4", "v5", "v6"]
     # a batch that ends inside a version (None) breaks the run: its cached rows are released
     assert not h.extend("t", 4, 6, None, Frame(["v7"]), Frame(["v7"]), 1)
-    assert h.rows("t", 6, 5) is None and b1.dropped and b2.dropped
+    assert rows(h, "t", 6, 5) is None and b1.dropped and b2.dropped
 
 
 def test_each_held_batch_is_one_cached_partition_released_with_the_run():
     """A batch's new rows come from the few small files of each commit, one task per file: a
     held batch is one cached partition, so a later join scans one task per batch."""
     h = held.Held()
-    h.start("t", 3, Frame(["v1"]), 1)
+    h.start("t", 3, table("v1"), 1)
     new = Frame(["v4", "v5"])
     assert h.extend("t", 1, 3, 4, new, new, 2)
     assert new.compact is not None and new.compact.partitions == 1 and new.compact.persisted
-    assert h.rows("t", 4, 2) == ["v1", "v4", "v5"]
+    assert rows(h, "t", 4, 2) == ["v1", "v4", "v5"]
     h.clear()
     assert new.dropped and new.compact.dropped
 
 
 def test_a_run_serves_only_the_version_it_reaches_and_later_batches():
     h = held.Held()
-    h.start("t", 3, Frame(["v1"]), 1)
+    h.start("t", 3, table("v1"), 1)
     assert h.extend("t", 1, 3, 4, Frame(["v4"]), Frame(["v4"]), 1)
-    assert h.rows("t", 3, 2) is None  # another version: the table is read again
-    h.start("t", 3, Frame(["v1"]), 1)
+    assert rows(h, "t", 3, 2) is None  # another version: the table is read again
+    h.start("t", 3, table("v1"), 1)
     assert h.extend("t", 1, 3, 4, Frame(["v4"]), Frame(["v4"]), 1)
-    assert h.rows("t", 4, 1) is None  # batch 1 again (a replay) never sees its own rows as old
-    h.start("t", 3, Frame(["v1"]), 2)
+    assert rows(h, "t", 4, 1) is None  # batch 1 again (a replay) never sees its own rows as old
+    h.start("t", 3, table("v1"), 2)
     assert not h.extend("t", 2, 2, 4, Frame(["x"]), Frame(["x"]), 1)  # a gap: starts at 2, not 3
-    assert h.rows("t", 4, 3) is None
+    assert rows(h, "t", 4, 3) is None
 
 
 def test_a_run_is_dropped_rather_than_grow_past_its_limits(monkeypatch):
     monkeypatch.setattr(held, "MAX_ROWS", 3)
     h = held.Held()
-    h.start("t", 0, Frame([]), 1)
+    h.start("t", 0, table(), 1)
     first = Frame(["a", "b"])
     assert h.extend("t", 1, 0, 1, first, first, 2)
     assert not h.extend("t", 2, 1, 2, Frame(["c", "d"]), Frame(["c", "d"]), 2)  # 4 > 3 rows
-    assert first.dropped and h.rows("t", 2, 3) is None
+    assert first.dropped and rows(h, "t", 2, 3) is None
 
 
 def test_a_query_that_ends_releases_every_held_batch():
     """`MicroBatch.release` (a query's end, or the service starting it again) clears the runs:
     nothing it cached stays in Spark's memory, and a later batch reads the table again."""
     h = held.Held()
-    h.start("a", 1, Frame(["a1"]), 1)
-    h.start("b", 7, Frame(["b1"]), 1)
+    h.start("a", 1, table("a1"), 1)
+    h.start("b", 7, table("b1"), 1)
     pieces = [Frame(["a2"]), Frame(["b2"])]
     assert h.extend("a", 1, 1, 2, pieces[0], pieces[0], 1)
     assert h.extend("b", 1, 7, 8, pieces[1], pieces[1], 1)
     h.clear()
     assert all(p.dropped for p in pieces) and h.runs == {}
-    assert h.rows("a", 2, 2) is None
+    assert rows(h, "a", 2, 2) is None
+
+
+def test_every_max_batches_the_held_batches_become_one_partition_and_the_run_goes_on(monkeypatch):
+    """A run no longer ends after `MAX_BATCHES` batches (the next batch then read a new Delta
+    snapshot of the input): the held batches are merged into one cached partition, filled
+    before their own caches are released, and the rows stay the table's."""
+    monkeypatch.setattr(held, "MAX_BATCHES", 2)
+    h = held.Held()
+    h.start("t", 0, table("v0"), 1)
+    pieces = [Frame([f"v{i}"]) for i in (1, 2, 3)]
+    for i, piece in enumerate(pieces, start=1):
+        assert h.extend("t", i, i - 1, i, piece, piece, 1)
+    merged = h.runs["t"].pieces[0][1]
+    assert merged.counted and merged.persisted and merged.partitions == 1
+    assert pieces[0].dropped and pieces[1].dropped and not pieces[2].dropped
+    assert len(h.parts("t", 3, 4)) == 3  # the table, the merged batches, the newest batch
+    assert sorted(rows(h, "t", 3, 4)) == ["v0", "v1", "v2", "v3"]
+
+
+def test_the_table_is_read_only_when_a_batch_needs_it():
+    """`parts(base=...)` False: the caller knows no row of the run's base version can match, so
+    the table is left out, and a table never needed is never read (no Delta snapshot)."""
+    reads = []
+
+    def read():
+        reads.append(1)
+        return Frame(["v0"])
+
+    asked = []
+
+    def never(version):
+        asked.append(version)
+        return False
+
+    h = held.Held()
+    h.start("t", 0, read, 1)
+    new = Frame(["v1"])
+    assert h.parts("t", 0, 1, base=never) == []
+    assert h.extend("t", 1, 0, 1, new, new, 1)
+    assert h.parts("t", 1, 2, base=never) == [new.compact] and not reads
+    assert asked == [0, 0]  # asked of the run's base version, not of the version it reaches
+    assert sorted(rows(h, "t", 1, 2)) == ["v0", "v1"] and len(reads) == 1
+    rows(h, "t", 1, 2)
+    assert len(reads) == 1  # read once per run

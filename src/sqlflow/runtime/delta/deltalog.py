@@ -131,7 +131,7 @@ def holds_no_files(spark: SparkSession, location: str | None) -> bool:
     no such file to read (not local, no checksum: the caller asks Spark)."""
     log = local_log(spark, location)
     versions = _versions(log) if log is not None else []
-    return log is not None and bool(versions) and _checksum(log, max(versions)).get("numFiles") == 0
+    return log is not None and bool(versions) and checksum(log, max(versions)).get("numFiles") == 0
 
 
 def _versions(log: str) -> list[int]:
@@ -139,7 +139,7 @@ def _versions(log: str) -> list[int]:
     return [int(n[:-5]) for n in os.listdir(log) if n.endswith(".json") and n[:-5].isdigit()]
 
 
-def _checksum(log: str, version: int) -> dict:
+def checksum(log: str, version: int) -> dict:
     """`<version>.crc` of the local `_delta_log` folder `log` (the table's state after that
     commit, which Delta writes beside it); {} when that file is missing or not what Delta writes."""
     try:
@@ -152,7 +152,7 @@ def _checksum(log: str, version: int) -> dict:
 
 def _checksum_metadata(log: str, version: int) -> dict | None:
     """The table metadata in `<version>.crc`; None when there is none."""
-    metadata = _checksum(log, version).get("metadata")
+    metadata = checksum(log, version).get("metadata")
     return metadata if isinstance(metadata, dict) else None
 
 

@@ -25,11 +25,19 @@ class Unsupported(Exception):
     """The table uses a Delta feature this reader does not replay; read it with Spark."""
 
 
-def _checkpoint(log: Path) -> tuple[int, list[Path]] | None:
-    """The newest checkpoint's version and parquet parts (`_last_checkpoint`), or None."""
+def _checkpoint(log: Path, at: int | None = None) -> tuple[int, list[Path]] | None:
+    """The newest checkpoint's version and parquet parts (`_last_checkpoint`), or None. `at`:
+    the newest checkpoint at or before that version instead (a single-part classic one, found
+    by its file name, when `_last_checkpoint` names a later one)."""
     try:
         last = json.loads((log / "_last_checkpoint").read_text())
     except FileNotFoundError:
+        last = None
+    if last is not None and at is not None and int(last["version"]) > at:
+        older = [int(p.name[:20]) for p in log.glob("*.checkpoint.parquet") if p.name[:20].isdigit()]
+        older = [v for v in older if v <= at]
+        last = {"version": max(older)} if older else None
+    if last is None:
         return None
     version = int(last["version"])
     if last.get("v2Checkpoint"):
@@ -55,7 +63,7 @@ def _apply(files: dict[str, dict[str, Any]], action: dict[str, Any]) -> None:
         add = action["add"]
         if add.get("deletionVector"):
             raise Unsupported("a data file has a deletion vector")
-        files[unquote(add["path"])] = _map(add.get("partitionValues"))
+        files[unquote(add["path"])] = add
     elif "remove" in action and action["remove"]:
         files.pop(unquote(action["remove"]["path"]), None)
     elif "metaData" in action and action["metaData"]:
@@ -64,15 +72,19 @@ def _apply(files: dict[str, dict[str, Any]], action: dict[str, Any]) -> None:
             raise Unsupported("the table uses column mapping")
 
 
-def live_files(table_dir: Path) -> dict[str, dict[str, Any]]:
-    """Data file path (relative to the table) -> its partition values, at the latest version.
-    Raises FileNotFoundError when the folder is not a Delta table, Unsupported (above)."""
+def live_adds(table_dir: Path, version: int | None = None) -> dict[str, dict[str, Any]]:
+    """Data file path (relative to the table) -> its `add` action (partition values, size,
+    statistics), at the latest version or at `version`. Raises FileNotFoundError when the
+    folder is not a Delta table, Unsupported (above), and Unsupported for a `version` the log
+    no longer holds."""
     log = table_dir / "_delta_log"
     versions = sorted(int(p.name[:-5]) for p in log.iterdir()
                       if p.name.endswith(".json") and p.name[:-5].isdigit())
+    if version is not None:
+        versions = [v for v in versions if v <= version]
     files: dict[str, dict[str, Any]] = {}
     start = 0
-    found = _checkpoint(log)
+    found = _checkpoint(log, version)
     if found is not None:
         import pyarrow.parquet as pq
 
@@ -83,11 +95,19 @@ def live_files(table_dir: Path) -> dict[str, dict[str, Any]]:
     todo = [v for v in versions if v >= start]
     if todo != list(range(start, start + len(todo))) or not todo and found is None:
         raise Unsupported(f"the log's versions after {start - 1} are not contiguous")
+    if version is not None and (todo[-1] if todo else start - 1) != version:
+        raise Unsupported(f"the log holds no version {version}")
     for v in todo:
         for line in (log / f"{v:020d}.json").read_text().splitlines():
             if line.strip():
                 _apply(files, json.loads(line))
     return files
+
+
+def live_files(table_dir: Path) -> dict[str, dict[str, Any]]:
+    """Data file path (relative to the table) -> its partition values, at the latest version
+    (`live_adds`)."""
+    return {path: _map(add.get("partitionValues")) for path, add in live_adds(table_dir).items()}
 
 
 def read_rows(table_dir: Path) -> list[dict[str, Any]]:

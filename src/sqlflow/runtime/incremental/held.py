@@ -17,36 +17,51 @@ Nothing of it is in the checkpoint: a restarted query (a replay after a crash) s
 run, reads the table as of the version the batch starts on, as the batch did: the same rows
 again. A run is dropped, and the next micro-batch reads the table again, when a micro-batch does
 not follow on from it (it starts or ends inside a version, or somewhere else), or when it would
-hold more than `MAX_ROWS` new rows or `MAX_BATCHES` micro-batches (memory, and the width of the
-union each micro-batch plans).
+hold more than `MAX_ROWS` new rows (memory).
 
 Each batch's rows are held as one cached partition (`_compact`): a micro-batch's new rows are
 read from the few small files each commit adds, one task per file, and a union of 16 batches of
 them planned 8-16 tasks per batch into every later join (88 tasks of about 17 ms for 1,000 new
 rows at a load of 9, `bench/microbatch_cost.py`, 2026-11-26). Held, each batch is one task read
-from memory. For a batch whose new rows came from the micro-batch itself, both caches are kept
-until the run drops them (the one partition is filled at the next batch's join, from the other).
+from memory. Every `MAX_BATCHES` batches the held ones are merged into one cached partition
+(`_merge`), so the union a micro-batch plans stays narrow and the run goes on (it was dropped
+there before, and the next micro-batch built a new snapshot of the input: a slow batch every
+16). For a batch whose new rows came from the micro-batch itself, both caches are kept until
+the run drops or merges them (the one partition is filled at the next batch's join, from the
+other).
+
+The table as of `base` is read only when a micro-batch needs it (`parts(base=True)`): once a
+running query's new rows are past every row of that version, the caller leaves it out
+(`sqlflow.runtime.delta.file_stats`), and a read never made builds no Delta snapshot.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import reduce
 
 from pyspark.sql import DataFrame
 
 MAX_ROWS = 100_000  # new rows held per input; a bigger micro-batch starts a new run
-MAX_BATCHES = 16
+MAX_BATCHES = 16  # held batches merged into one partition (`_merge`)
 
 
 @dataclass
 class Run:
     base: int             # the input table's version the run starts on
-    table: DataFrame      # the table's clean rows as of `base` (its snapshot built once)
+    read: Callable[[], DataFrame]  # the table's clean rows as of `base` (read once, when asked)
     end: int              # the version the run reaches: `base` plus `pieces`
     batch: int            # the newest micro-batch id it holds (or started in)
     pieces: list[tuple[DataFrame, DataFrame]] = field(default_factory=list)  # (cached, held rows)
     rows: int = 0
+    _table: DataFrame | None = None
+
+    def table(self) -> DataFrame:
+        """The table as of `base` (its snapshot built at the first call only)."""
+        if self._table is None:
+            self._table = self.read()
+        return self._table
 
 
 class Held:
@@ -55,19 +70,23 @@ class Held:
     def __init__(self) -> None:
         self.runs: dict[str, Run] = {}
 
-    def rows(self, relation: str, version: int, batch_id: int) -> DataFrame | None:
-        """The clean rows of `relation` as of `version`, held for micro-batch `batch_id`;
-        None when no run reaches exactly there (the caller reads the table and `start`s one)."""
+    def parts(self, relation: str, version: int, batch_id: int, *,
+              base: Callable[[int], bool] = lambda version: True) -> list[DataFrame] | None:
+        """The clean rows of `relation` as of `version`, held for micro-batch `batch_id`, as
+        the frames whose union they are: the table as of the run's base version (left out
+        when `base(that version)` is False: the caller knows none of its rows can match) and
+        the held batches. None when no run reaches exactly there (the caller `start`s one)."""
         run = self.runs.get(relation)
         if run is not None and run.end == version and run.batch < batch_id:
-            return reduce(lambda a, b: a.unionByName(b), [run.table, *(c for _, c in run.pieces)])
+            return ([run.table()] if base(run.base) else []) + [c for _, c in run.pieces]
         self.drop(relation)
         return None
 
-    def start(self, relation: str, version: int, table: DataFrame, batch_id: int) -> None:
-        """A run from `table`, the clean rows of `relation` as of `version`, read by `batch_id`."""
+    def start(self, relation: str, version: int, read: Callable[[], DataFrame], batch_id: int) -> None:
+        """A run from `read()`, the clean rows of `relation` as of `version` (called when a
+        micro-batch first needs them), for micro-batch `batch_id` on."""
         self.drop(relation)
-        self.runs[relation] = Run(version, table, version, batch_id - 1)
+        self.runs[relation] = Run(version, read, version, batch_id - 1)
 
     def extend(self, relation: str, batch_id: int, start: int | None, end: int | None,
                cached: DataFrame, clean: DataFrame, rows: int) -> bool:
@@ -84,9 +103,11 @@ class Held:
         if start == end or not rows:  # nothing new on this input: the same rows
             run.end, run.batch = end, batch_id
             return False
-        if len(run.pieces) >= MAX_BATCHES or run.rows + rows > MAX_ROWS:
+        if run.rows + rows > MAX_ROWS:
             self.drop(relation)
             return False
+        if len(run.pieces) >= MAX_BATCHES:
+            _merge(run)
         run.pieces.append((cached, _compact(clean)))
         run.rows, run.end, run.batch = run.rows + rows, end, batch_id
         return True
@@ -100,6 +121,17 @@ class Held:
     def clear(self) -> None:
         for relation in list(self.runs):
             self.drop(relation)
+
+
+def _merge(run: Run) -> None:
+    """The run's held batches as one cached partition: filled now (one task reading the
+    batches' caches), then the batches' caches are released."""
+    merged = reduce(lambda a, b: a.unionByName(b), [kept for _, kept in run.pieces]).coalesce(1).persist()
+    merged.count()
+    for cached, kept in run.pieces:
+        kept.unpersist()
+        cached.unpersist()
+    run.pieces = [(merged, merged)]
 
 
 def _compact(clean: DataFrame) -> DataFrame:

@@ -50,7 +50,7 @@ from pathlib import Path
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.types import StructType, TimestampType
+from pyspark.sql.types import StructField, StructType, TimestampType
 
 from sqlflow.errors import Location
 from sqlflow.identifiers import quote as quote_ident
@@ -62,7 +62,7 @@ from sqlflow.runtime.batchfn import BatchFunction, Phases
 from sqlflow.runtime.delta import commitlog, deltalog, once
 from sqlflow.runtime.delta.no_runtime_filter import no_runtime_filter
 from sqlflow.runtime.delta.sinks import BatchId, WriteResult, committed, write
-from sqlflow.runtime.incremental import held, older, padding, state
+from sqlflow.runtime.incremental import held, input_logs, older, padding, state
 from sqlflow.runtime.ownership import quarantine_sink
 
 SIDE = "__side"
@@ -130,6 +130,7 @@ class MicroBatch(BatchFunction):
                                    location=Location(plan.path))
         self.progress = padding.progress_table(plan.sink.table, plan.model)
         self.held = held.Held()  # older rows kept between micro-batches (`held`)
+        self.logs = input_logs.InputLogs()  # the inputs' own Delta logs (`input_logs`)
         # exactly-once appends: the query's journal, opened before the query plans a batch
         self.journal = once.Journal.open(checkpoint, offsets.next_batch(checkpoint)) if checkpoint else None
         self.reports: list[BatchReport] = []
@@ -191,7 +192,7 @@ class MicroBatch(BatchFunction):
                 for b in self.sides:
                     if b.old_view:
                         old = self._older(spark, b, sources[b.relation], batch_id,
-                                          self._prune(b, stats.bounds))
+                                          self._keep(b, stats.bounds))
                         old.createOrReplaceTempView(b.old_view)
             with phase("analyse"), model_errors(plan):  # Spark's analysis error at the model's line
                 rows = spark.sql(plan.sql)  # analysed now: the views may be rebound below
@@ -269,33 +270,68 @@ class MicroBatch(BatchFunction):
         the envelope's side prunes the other inputs' branches, and a cache of flat columns is
         scanned far faster than one of the envelope's structs). A table read is cached only
         for an outer join, whose padding and state append read the new rows again; an inner
-        join reads them twice (stats, join), and a column-pruned scan costs less than a cache."""
+        join reads them twice (stats, join), and a column-pruned scan costs less than a cache.
+        New rows that came in under `input_logs.SMALL_BATCH_BYTES` of files are cached as one
+        partition: every later pass over them is one task, not one per file."""
         b = self.sides[k]
         whole, version = older.new_rows(self.checkpoint, batch_id, k)
         if whole:
             rows = older.table_at(spark, b.relation, version, self.schemas[b.relation])
             return rows.persist() if self.outer else rows
-        return df.where(F.col(SIDE) == k).select(f"{side_column(k)}.*").persist()
+        rows = df.where(F.col(SIDE) == k).select(f"{side_column(k)}.*")
+        size = self.logs.added_bytes(spark, b.relation, self.checkpoint, batch_id, k)
+        if size is not None and size <= input_logs.SMALL_BATCH_BYTES:
+            rows = rows.coalesce(1)
+        return rows.persist()
 
     def _older(self, spark: SparkSession, b: SourceBinding, source: older.Source, batch_id: int,
-               keep: Column | None) -> DataFrame:
+               keep: list[tuple[str, int, int]] | None) -> DataFrame:
         """`b`'s older rows (`older.Source`): its clean rows in the table as of the source's
-        version plus the copies of later batches, pruned by `keep`."""
+        version plus the copies of later batches, pruned to `keep` (`_keep`). The table as of
+        the version is left out when its file statistics say no row of it is in `keep`
+        (`_base_may_match`)."""
         schema = self.schemas[b.relation]
         table = self.state_tables[b.relation]
+        where = self._keep_column(b, keep)
         if source.base is None or self._has_state(spark, table):
-            copies = state.older(spark, table, schema, batch_id, keep, after=source.since,
+            copies = state.older(spark, table, schema, batch_id, where, after=source.since,
                                  exists=self._has_state(spark, table))
             if source.base is None:
                 return copies
         else:
             copies = None  # no state table: no copies (`state.older` would be an empty frame)
-        rows = self.held.rows(b.relation, source.base, batch_id)
-        if rows is None:  # read the table as of the version (a new Delta snapshot); hold it
-            rows = Q.clean(older.table_at(spark, b.relation, source.base, schema), b, model=self.plan.model)
-            self.held.start(b.relation, source.base, rows, batch_id)
-        rows = rows.where(keep) if keep is not None else rows
-        return rows if copies is None else rows.unionByName(copies)
+        def base(version: int) -> bool:
+            return self._base_may_match(spark, b, version, keep)
+
+        parts = self.held.parts(b.relation, source.base, batch_id, base=base)
+        if parts is None:  # read the table as of the version (a new Delta snapshot) when needed; hold it
+            version = source.base
+
+            def read() -> DataFrame:
+                return Q.clean(older.table_at(spark, b.relation, version, schema), b, model=self.plan.model)
+
+            self.held.start(b.relation, version, read, batch_id)
+            parts = self.held.parts(b.relation, version, batch_id, base=base)
+            assert parts is not None  # the run just started reaches the version
+        parts = [p.where(where) if where is not None else p for p in parts]
+        if copies is not None:
+            parts.append(copies)
+        return reduce(DataFrame.unionByName, parts) if parts else state.empty(spark, schema)
+
+    def _base_may_match(self, spark: SparkSession, b: SourceBinding, version: int,
+                        keep: list[tuple[str, int, int]] | None) -> bool:
+        """Whether a row of `b`'s table as of `version` may be in `keep`, by the file
+        statistics of that version (`input_logs.InputLogs.extent`): False only when they say
+        so, or when the version has no data file."""
+        schema = self.schemas[b.relation]
+        columns = tuple(dict.fromkeys(c for c, _, _ in keep or ()
+                                      if isinstance(_field(schema, c).dataType, TimestampType)))
+        extent = self.logs.extent(spark, b.relation, version, columns)
+        if extent is None:
+            return True
+        if keep is None:
+            return extent.files > 0
+        return any(extent.may_hold(c, low, high) for c, low, high in keep)
 
     def _has_state(self, spark: SparkSession, table: str) -> bool:
         """Whether state table `table` exists, asked once per query: only this query creates
@@ -650,21 +686,25 @@ class MicroBatch(BatchFunction):
                                    "end": _plain(end[k])}
         return out
 
-    def _prune(self, b: SourceBinding, bounds: dict[PruneRange, tuple[int, int]]) -> Column | None:
-        """Old rows of `b` that the other side's new rows can match: the OR of its prune
-        ranges over the other side's event-time range (`bounds`, from `_stats`); None: no
-        pruning."""
+    def _keep(self, b: SourceBinding, bounds: dict[PruneRange, tuple[int, int]]) -> list[tuple[str, int, int]] | None:
+        """The older rows of `b` that the other side's new rows can match: a row is kept when
+        one of these `(column, low, high)` holds its column's µs in `[low, high]` (its prune
+        ranges over the other side's event-time range `bounds`, from `_stats`; a range whose
+        other side brought no rows keeps nothing); None: no pruning."""
         if not b.prune or not self._ranges():  # one rule for when pruning applies
             return None
-        keep = F.lit(False)
-        for r in b.prune:
-            if r not in bounds:
-                continue  # no new rows on the other side: nothing to match
-            low, high = bounds[r]
-            column = _as_timestamp(self.schemas[b.relation], r.column)
-            keep = keep | column.between(F.timestamp_micros(F.lit(low + r.lower_us)),
-                                         F.timestamp_micros(F.lit(high + r.upper_us)))
-        return keep
+        return [(r.column, bounds[r][0] + r.lower_us, bounds[r][1] + r.upper_us)
+                for r in b.prune if r in bounds]
+
+    def _keep_column(self, b: SourceBinding, keep: list[tuple[str, int, int]] | None) -> Column | None:
+        """`keep` (`_keep`) as a filter on `b`'s rows; None: no pruning."""
+        if keep is None:
+            return None
+        out = F.lit(False)
+        for column, low, high in keep:
+            out = out | _as_timestamp(self.schemas[b.relation], column).between(
+                F.timestamp_micros(F.lit(low)), F.timestamp_micros(F.lit(high)))
+        return out
 
 
 @dataclass
@@ -707,7 +747,11 @@ def _micros(df: DataFrame, name: str) -> Column:
     return F.unix_micros(_as_timestamp(df.schema, name))
 
 
+def _field(schema: StructType, name: str) -> StructField:
+    return next(f for f in schema.fields if f.name.lower() == name.lower())
+
+
 def _as_timestamp(schema: StructType, name: str) -> Column:
-    field = next(f for f in schema.fields if f.name.lower() == name.lower())
+    field = _field(schema, name)
     column = F.col(quote_ident(field.name))
     return column if isinstance(field.dataType, TimestampType) else column.cast("timestamp")

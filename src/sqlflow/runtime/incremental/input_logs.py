@@ -1,0 +1,82 @@
+"""What an `incremental` query reads of its inputs' own Delta logs, without a Spark job, to
+plan a small micro-batch small (docs/design.md §2.9):
+
+- `added_bytes`: the bytes of data files a micro-batch's new rows of an input came in, from
+  the checksum files Delta writes beside each commit (`tableSizeBytes` at the version the batch
+  starts on and at the one it ends on; a stream passes appends only, `sqlflow.runtime.offsets`).
+  A batch of a few small files is cached as ONE partition: Spark's Delta source gives each
+  file a task of its own (every file "costs" `spark.sql.files.openCostInBytes`, 4 MB, when
+  it packs them), and each later pass over the cached rows (the stats job, the join, the
+  held run) paid one task per file;
+- `extent`: where the input's timestamp columns lie at a version (`delta.file_stats`), read
+  once per held version, so a micro-batch whose prune ranges reach none of its rows leaves
+  the table out of its plan.
+
+Each input's log folder is asked of the catalog once per query. Over Spark Connect, or for a
+table whose log is not a local folder, everything here answers "unknown" and the micro-batch
+plans as before.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from pyspark.sql import SparkSession
+
+from sqlflow.runtime import offsets
+from sqlflow.runtime.delta import deltalog, file_stats
+
+# a batch whose new files add up to less than the cost Spark charges for opening ONE file
+# (`spark.sql.files.openCostInBytes`' default) is one task's work
+SMALL_BATCH_BYTES = 4 * 1024 * 1024
+
+
+class InputLogs:
+    """The local `_delta_log` folders of one query's inputs, looked up once."""
+
+    def __init__(self) -> None:
+        self._logs: dict[str, str | None] = {}
+        self._extents: dict[tuple[str, int, tuple[str, ...]], file_stats.Extent | None] = {}
+
+    def log(self, spark: SparkSession, relation: str) -> str | None:
+        """`relation`'s local `_delta_log` folder (None: not local, or not known)."""
+        if relation not in self._logs:
+            location = deltalog.describe(spark, relation).location
+            self._logs[relation] = deltalog.local_log(spark, location)
+        return self._logs[relation]
+
+    def added_bytes(self, spark: SparkSession, relation: str, checkpoint: Path | None,
+                    batch_id: int, k: int) -> int | None:
+        """The bytes of the data files micro-batch `batch_id` brought of input `k`
+        (`relation`); None when unknown (it starts or ends inside a version, no checksum)."""
+        if checkpoint is None:
+            return None
+        start = offsets.start_of(checkpoint, batch_id, k)
+        end = offsets.end_of(checkpoint, batch_id, k)
+        log = self.log(spark, relation) if start is not None and end is not None else None
+        if log is None or start is None or end is None:
+            return None
+        before, after = _size(log, start.version), _size(log, end.version)
+        return None if before is None or after is None else after - before
+
+    def extent(self, spark: SparkSession, relation: str, version: int,
+               columns: tuple[str, ...]) -> file_stats.Extent | None:
+        """`relation` as of `version`: where `columns` lie (`file_stats.extent`), asked once
+        per version; None when unknown."""
+        key = (relation, version, columns)
+        if key not in self._extents:
+            log = self.log(spark, relation)
+            self._extents = {k: v for k, v in self._extents.items() if k[0] != relation}  # one version each
+            self._extents[key] = (None if log is None else
+                                  file_stats.extent(Path(os.path.dirname(log)), version, list(columns)))
+        return self._extents[key]
+
+
+def _size(log: str, version: int | None) -> int | None:
+    """The table's bytes as of `version` (None: before its first commit, 0), from its
+    checksum file; None when there is none."""
+    if version is None:
+        return 0
+    size = deltalog.checksum(log, version).get("tableSizeBytes")
+    return size if isinstance(size, int) else None

@@ -1,0 +1,121 @@
+"""What a small micro-batch of an `incremental` join no longer reads (issue 23: the fixed cost
+of a micro-batch; docs/semantics.md, "Stream runs"), on a real query over real Delta inputs:
+
+- new rows that came in a few small files are cached as ONE partition (each later pass over
+  them, the stats job, the join, the held run, was a task per file);
+- the input table as of the held run's base version is left out of the plan when its file
+  statistics say none of its rows is in the batch's prune range (Spark planned that read, and
+  Delta's file skipping ran a job over the version's files, every micro-batch);
+
+and the stream still writes exactly the batch plan's rows. Also `file_stats.extent` against
+Spark's own reading of a Delta table: its bounds hold every value, within Delta's
+millisecond truncation."""
+
+from __future__ import annotations
+
+import dataclasses
+from datetime import timedelta
+from pathlib import Path
+from urllib.parse import unquote, urlparse
+
+import pytest
+from pyspark.sql import functions as F
+
+from runtime.adkit import CLICK_SCHEMA, IMP_SCHEMA, assert_same, at, click, imp, setup_projects
+from sqlflow.runtime.delta import deltalog, file_stats
+from sqlflow.runtime.dispatch import run_stream
+from sqlflow.runtime.incremental import microbatch, older
+
+pytestmark = pytest.mark.spark
+MODELS = {
+    "attributed.sql": "{{ config(materialized='streaming_table', partition_by=['dt']) }}\n" + """
+SELECT c.req_id, c.click_ts, i.ad_id, i.imp_ts, c.dt
+FROM {{ source('ods', 'clicks') }} AS c
+JOIN {{ source('ods', 'imps') }} AS i
+  ON i.req_id = c.req_id AND c.click_ts BETWEEN i.imp_ts AND i.imp_ts + INTERVAL 20 MINUTES""",
+}
+FILES = 3  # per commit: one commit is one micro-batch of a reader taking 3 files per trigger
+
+
+@pytest.fixture
+def setup(spark, tmp_path, request):
+    yield from setup_projects(spark, tmp_path, request, "rt_small_", MODELS)
+
+
+def commit(spark, table, rows, schema):
+    """One commit of `FILES` files."""
+    spark.createDataFrame(rows, schema).repartition(FILES).write.format("delta").mode("append").saveAsTable(table)
+
+
+def test_a_small_batch_is_one_partition_and_skips_a_version_it_cannot_match(spark, setup, monkeypatch):
+    s = setup
+    plan = s.stream_plans["attributed"]
+    plan = dataclasses.replace(plan, sources=tuple(
+        dataclasses.replace(b, max_files_per_trigger=FILES) for b in plan.sources))
+    reads: list[tuple[str, int | None]] = []
+    table_at = older.table_at
+
+    def counted(spark_, relation, version, schema):
+        reads.append((relation, version))
+        return table_at(spark_, relation, version, schema)
+
+    partitions: dict[int, list[int]] = {}
+    new_rows = microbatch.MicroBatch._new_rows
+
+    def spied(self, spark_, df, batch_id, k):
+        rows = new_rows(self, spark_, df, batch_id, k)
+        partitions.setdefault(batch_id, []).append(rows.rdd.getNumPartitions())
+        return rows
+
+    monkeypatch.setattr(older, "table_at", counted)
+    monkeypatch.setattr(microbatch.MicroBatch, "_new_rows", spied)
+    # 10:00, then (a second query on the same checkpoint) 12:00: no click of the second
+    # commit can match an impression of the first (20 minutes), nor a click of the first a
+    # later impression. A query's first batch reads its starting snapshot as a table version
+    for n, hour in enumerate((10, 12)):
+        reqs = [f"r{hour}-{k}" for k in range(12)]
+        commit(spark, f"{s.ods}.imps", [imp(r, k, at(1, hour, k)) for k, r in enumerate(reqs)], IMP_SCHEMA)
+        commit(spark, f"{s.ods}.clicks", [click(r, at(1, hour, k, 30)) for k, r in enumerate(reqs)], CLICK_SCHEMA)
+        assert [b.batch_id for b in run_stream(s.stream, plan).batches] == [n]
+    # batch 0 read each input's first commit as a table version (its new rows); batch 1's
+    # older rows are that version, two hours before its own rows: not read again (the code
+    # before read each a second time, as the base of the batch's held run)
+    assert sorted(reads) == sorted(set(reads)) and len(reads) == 2, reads
+    assert partitions[1] == [1, 1], partitions  # 3 files each: one cached partition
+    monkeypatch.undo()
+    sink, _ = s.truth("attributed")
+    assert_same(spark, plan.sink.table, sink)
+
+
+def test_file_statistics_bound_every_timestamp_of_a_version(spark, tmp_path):
+    """`extent` at a version older than the newest checkpoint (found by its file), with
+    microsecond values inside a millisecond, a column NULL in every row, and a NULL-only file:
+    every value Spark reads lies within the bounds, which are at most two milliseconds wider."""
+    table = "rt_small_extent.t"
+    spark.sql("DROP DATABASE IF EXISTS rt_small_extent CASCADE")
+    spark.sql("CREATE DATABASE rt_small_extent")
+    try:
+        spark.sql(f"CREATE TABLE {table} (t TIMESTAMP, never TIMESTAMP, k INT) USING delta "
+                  "TBLPROPERTIES ('delta.checkpointInterval' = '2')")
+        base = at(1, 10, 0, 0, 999)
+        for n in range(4):  # versions 1-4; checkpoints at 2 and 4
+            rows = [(base + timedelta(minutes=n, microseconds=7 * j), None, j) for j in range(5)]
+            rows.append((None, None, 99))
+            (spark.createDataFrame(rows, "t timestamp, never timestamp, k int")
+             .repartition(2).write.format("delta").mode("append").saveAsTable(table))
+        folder = Path(unquote(urlparse(deltalog.describe(spark, table).location).path))
+        assert (folder / "_delta_log" / f"{4:020d}.checkpoint.parquet").is_file()
+        for version in (1, 3, 4):
+            got = file_stats.extent(folder, version, ["t", "NEVER"])
+            assert got is not None
+            truth = (spark.read.format("delta").option("versionAsOf", version).table(table)
+                     .agg(F.unix_micros(F.min("t")).alias("low"), F.unix_micros(F.max("t")).alias("high"),
+                          F.count(F.lit(1)).alias("n")).collect()[0])
+            low, high = got.ranges["t"]
+            assert low <= truth["low"] <= low + 2_000 and high - 1_000 <= truth["high"] <= high, (version, got)
+            assert got.empty == {"never"} and got.files > 0
+            assert got.may_hold("t", truth["high"], truth["high"] + 10**9)
+            assert not got.may_hold("t", high + 1, high + 10**9) and not got.may_hold("never", 0, 2**62)
+        assert file_stats.extent(folder, 99, ["t"]) is None  # a version the log does not hold
+    finally:
+        spark.sql("DROP DATABASE IF EXISTS rt_small_extent CASCADE")
