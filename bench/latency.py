@@ -184,6 +184,57 @@ class DeltaInputs:
         rows.write.format("delta").mode("append").saveAsTable(CLICKS if click else IMPS)
 
 
+class ArrowInputs:
+    """The same rows as `DeltaInputs`, appended by delta-rs (`deltalake`, the `bench` extra)
+    from Python: no Spark job, so the producer does not take the driver and the cores' time
+    from the queries it feeds (a Spark append per tick fell seconds behind at 1,000 rows/s,
+    2026-11-28). Its commits carry file statistics but no checksum file."""
+
+    def __init__(self, spark, seed: int, disorder: float) -> None:
+        from sqlflow.runtime.delta import deltalog
+
+        self.seed, self.disorder = seed, disorder
+        self.folders = {t: unquote(urlparse(deltalog.describe(spark, t).location).path) for t in INPUTS}
+
+    def append(self, tick: int, n: int, now: float, click: bool, src: int) -> None:
+        import random
+        from datetime import datetime, timezone
+
+        import pyarrow as pa
+        from deltalake import write_deltalake
+
+        rnd = random.Random(self.seed * 1_000_003 + tick * 2 + int(click))
+        now_us, ingest_us = int(now * 1e6), int(now * 1000) * 1000
+        when = datetime.fromtimestamp(ingest_us / 1e6, timezone.utc)
+        stamp = pa.timestamp("us", tz="UTC")
+        rows = pa.table({
+            "req_id": pa.array([f"{src}-{i}" for i in range(n)]),
+            "ad_id": pa.array([i % 97 for i in range(n)], pa.int64()),
+            "user_id": pa.array([i % 1009 + (7 if click else 0) for i in range(n)], pa.int64()),
+            "click_ts" if click else "imp_ts": pa.array(
+                [now_us - int(rnd.random() * self.disorder * 1e6) for _ in range(n)], stamp),
+            "ingest_ts": pa.array([ingest_us] * n, stamp),
+            "dt": pa.array([when.strftime("%Y-%m-%d")] * n),
+            "hour": pa.array([when.strftime("%H")] * n),
+        })
+        write_deltalake(self.folders[CLICKS if click else IMPS], rows, mode="append",
+                        partition_by=["dt", "hour"])
+
+
+def producer_of(spark, args, seed: int | None = None, disorder: float | None = None):
+    """The Delta producer `--producer` names (`auto`: delta-rs when it is installed)."""
+    seed = args.seed if seed is None else seed
+    disorder = args.disorder if disorder is None else disorder
+    kind = getattr(args, "producer", "auto")
+    if kind == "auto":
+        try:
+            import deltalake  # noqa: F401
+            kind = "arrow"
+        except ImportError:
+            kind = "spark"
+    return (ArrowInputs if kind == "arrow" else DeltaInputs)(spark, seed, disorder)
+
+
 def empty_inputs(spark) -> None:
     """No rows in the inputs: a fresh query starts from their (empty) latest snapshot."""
     for t in INPUTS:
@@ -270,7 +321,7 @@ def run_sqlflow(ctx, plan, table: str, checkpoint: Path, args, rate: int, second
     empty_inputs(ctx.spark)
     query, fn = stream.start(ctx, plan, trigger=args.trigger)
     spark = ctx.spark
-    _drive(spark, run, DeltaInputs(spark, args.seed, args.disorder).append, args, rate, seconds,
+    _drive(spark, run, producer_of(spark, args).append, args, rate, seconds,
            drain=query.processAllAvailable, stop=query.stop, truth=lambda: delta_truth(spark))
     reports = [b for b in fn.reports if b.kind == "batch"]
     run.batches = [(sum(n for _, n in b.rows_in), b.seconds) for b in reports]
@@ -305,7 +356,7 @@ def hand_query(spark, table: str, checkpoint: Path, trigger: str, lateness: str)
 def run_hand(spark, table: str, checkpoint: Path, args, rate: int, seconds: float, lateness: str) -> Run:
     run = Run("hand stateful", rate, seconds, table=table)
     query = hand_query(spark, table, checkpoint, args.trigger, lateness)
-    _drive(spark, run, DeltaInputs(spark, args.seed, args.disorder).append, args, rate, seconds,
+    _drive(spark, run, producer_of(spark, args).append, args, rate, seconds,
            drain=query.processAllAvailable, stop=query.stop, truth=lambda: delta_truth(spark))
     run.batches = progress_batches(query)
     return run
@@ -398,6 +449,9 @@ def main() -> int:
                         help="rates tried for the highest sustainable rate, ascending ('' skips)")
     parser.add_argument("--search-seconds", type=float, default=10.0)
     parser.add_argument("--source", choices=("delta", "kafka"), default="delta")
+    parser.add_argument("--producer", choices=("auto", "arrow", "spark"), default="auto",
+                        help="how the delta source's rows are appended: delta-rs from Python (arrow, "
+                             "the `bench` extra) or Spark jobs in the queries' JVM; auto: arrow when installed")
     parser.add_argument("--only", default="", help="`sqlflow` or `hand`: measure one of them")
     parser.add_argument("--seed", type=int, default=42)
     parser.add_argument("--keep", action="store_true", help="keep the temp project folder")

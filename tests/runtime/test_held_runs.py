@@ -142,9 +142,9 @@ def test_the_table_is_read_only_when_a_batch_needs_it():
 
     asked = []
 
-    def never(version):
-        asked.append(version)
-        return False
+    def never(run):
+        asked.append(run.base)
+        return []
 
     h = held.Held()
     h.start("t", 0, read, 1)

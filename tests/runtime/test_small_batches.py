@@ -24,7 +24,7 @@ from pyspark.sql import functions as F
 from runtime.adkit import CLICK_SCHEMA, IMP_SCHEMA, assert_same, at, click, imp, setup_projects
 from sqlflow.runtime.delta import deltalog, file_stats
 from sqlflow.runtime.dispatch import run_stream
-from sqlflow.runtime.incremental import microbatch, older
+from sqlflow.runtime.incremental import microbatch, older, window
 
 pytestmark = pytest.mark.spark
 MODELS = {
@@ -119,3 +119,52 @@ def test_file_statistics_bound_every_timestamp_of_a_version(spark, tmp_path):
         assert file_stats.extent(folder, 99, ["t"]) is None  # a version the log does not hold
     finally:
         spark.sql("DROP DATABASE IF EXISTS rt_small_extent CASCADE")
+
+
+def test_a_recent_version_is_read_once_then_its_window_serves_later_batches(spark, setup, monkeypatch):
+    """A query that starts on a version whose rows later batches can still match (a restart, or
+    a held run started over) reads that version once, into its window, and the batches after
+    read the window, not the table; clicks of later commits match impressions of every
+    earlier one, and the stream equals the batch plan."""
+    s = setup
+    plan = s.stream_plans["attributed"]
+    plan = dataclasses.replace(plan, sources=tuple(
+        dataclasses.replace(b, max_files_per_trigger=FILES) for b in plan.sources))
+    files: dict[int, list[str]] = {}
+    older_rows = microbatch.MicroBatch._older
+
+    def spied(self, spark_, b, source, batch_id, keep):
+        rows = older_rows(self, spark_, b, source, batch_id, keep)
+        if b.relation.endswith(".imps"):
+            files[batch_id] = [f for f in rows.inputFiles() if "/imps/" in f]
+        return rows
+
+    def minute_commit(minute):
+        imps = [imp(f"m{minute}-{k}", k, at(1, 10, minute, k)) for k in range(6)]
+        # each commit's clicks: its own impressions and those of the commit before
+        clicks = [click(f"m{m}-{k}", at(1, 10, minute, 30 + k)) for m in {minute, max(0, minute - 5)}
+                  for k in range(6)]
+        commit(spark, f"{s.ods}.imps", imps, IMP_SCHEMA)
+        commit(spark, f"{s.ods}.clicks", clicks, CLICK_SCHEMA)
+
+    opened = []
+    open_window = window.open_window
+
+    def counted(*args, **kwargs):
+        opened.append(1)
+        return open_window(*args, **kwargs)
+
+    minute_commit(0)
+    assert [b.batch_id for b in run_stream(s.stream, plan).batches] == [0]
+    monkeypatch.setattr(microbatch.MicroBatch, "_older", spied)
+    monkeypatch.setattr(window, "open_window", counted)
+    for minute in (5, 10):
+        minute_commit(minute)
+    assert [b.batch_id for b in run_stream(s.stream, plan).batches] == [1, 2]
+    # both batches need the impressions of 10:00: batch 1 read them into the window once, and
+    # neither batch's older rows read the table (the code before read it in each)
+    # (the clicks of 10:00 cannot match a later impression: that version is left out, no window)
+    assert files == {1: [], 2: []} and len(opened) == 1, (files, opened)
+    monkeypatch.undo()
+    sink, _ = s.truth("attributed")
+    assert_same(spark, plan.sink.table, sink)

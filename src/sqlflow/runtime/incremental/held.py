@@ -40,6 +40,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import reduce
+from typing import Any
 
 from pyspark.sql import DataFrame
 
@@ -55,6 +56,7 @@ class Run:
     batch: int            # the newest micro-batch id it holds (or started in)
     pieces: list[tuple[DataFrame, DataFrame]] = field(default_factory=list)  # (cached, held rows)
     rows: int = 0
+    window: Any = None  # the base's rows later batches can match, cached (`window.Window`)
     _table: DataFrame | None = None
 
     def table(self) -> DataFrame:
@@ -71,14 +73,15 @@ class Held:
         self.runs: dict[str, Run] = {}
 
     def parts(self, relation: str, version: int, batch_id: int, *,
-              base: Callable[[int], bool] = lambda version: True) -> list[DataFrame] | None:
+              base: Callable[[Run], list[DataFrame]] = lambda run: [run.table()]) -> list[DataFrame] | None:
         """The clean rows of `relation` as of `version`, held for micro-batch `batch_id`, as
-        the frames whose union they are: the table as of the run's base version (left out
-        when `base(that version)` is False: the caller knows none of its rows can match) and
-        the held batches. None when no run reaches exactly there (the caller `start`s one)."""
+        the frames whose union they are: what `base(run)` gives of the table as of the run's
+        base version (by default the table; the caller may leave it out, or give the rows of
+        it the batch can match) and the held batches. None when no run reaches exactly there
+        (the caller `start`s one)."""
         run = self.runs.get(relation)
         if run is not None and run.end == version and run.batch < batch_id:
-            return ([run.table()] if base(run.base) else []) + [c for _, c in run.pieces]
+            return base(run) + [c for _, c in run.pieces]
         self.drop(relation)
         return None
 
@@ -114,6 +117,8 @@ class Held:
 
     def drop(self, relation: str) -> None:
         run = self.runs.pop(relation, None)
+        if run is not None and run.window is not None:
+            run.window.release()
         for cached, kept in run.pieces if run else ():
             kept.unpersist()
             cached.unpersist()

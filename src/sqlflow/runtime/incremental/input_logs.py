@@ -3,7 +3,9 @@ plan a small micro-batch small (docs/design.md §2.9):
 
 - `added_bytes`: the bytes of data files a micro-batch's new rows of an input came in, from
   the checksum files Delta writes beside each commit (`tableSizeBytes` at the version the batch
-  starts on and at the one it ends on; a stream passes appends only, `sqlflow.runtime.offsets`).
+  starts on and at the one it ends on; a stream passes appends only, `sqlflow.runtime.offsets`),
+  or, where a writer wrote no checksum (delta-rs, for one), the sizes of the files the batch's
+  commits added (at most `SUMMED_COMMITS` of them: a longer batch is no small batch);
   A batch of a few small files is cached as ONE partition: Spark's Delta source gives each
   file a task of its own (every file "costs" `spark.sql.files.openCostInBytes`, 4 MB, when
   it packs them), and each later pass over the cached rows (the stats job, the join, the
@@ -19,6 +21,7 @@ plans as before.
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -30,6 +33,7 @@ from sqlflow.runtime.delta import deltalog, file_stats
 # a batch whose new files add up to less than the cost Spark charges for opening ONE file
 # (`spark.sql.files.openCostInBytes`' default) is one task's work
 SMALL_BATCH_BYTES = 4 * 1024 * 1024
+SUMMED_COMMITS = 64
 
 
 class InputLogs:
@@ -58,7 +62,9 @@ class InputLogs:
         if log is None or start is None or end is None:
             return None
         before, after = _size(log, start.version), _size(log, end.version)
-        return None if before is None or after is None else after - before
+        if before is not None and after is not None:
+            return after - before
+        return _added(log, start.version, end.version)
 
     def extent(self, spark: SparkSession, relation: str, version: int,
                columns: tuple[str, ...]) -> file_stats.Extent | None:
@@ -80,3 +86,29 @@ def _size(log: str, version: int | None) -> int | None:
         return 0
     size = deltalog.checksum(log, version).get("tableSizeBytes")
     return size if isinstance(size, int) else None
+
+
+def _added(log: str, start: int | None, end: int | None) -> int | None:
+    """The bytes of the data files the commits after version `start` up to `end` added, read
+    from their JSON (None: more than `SUMMED_COMMITS` commits, or one of them missing)."""
+    first = 0 if start is None else start + 1
+    if end is None or end < first:
+        return 0
+    if end - first + 1 > SUMMED_COMMITS:
+        return None
+    total = 0
+    for version in range(first, end + 1):
+        path = os.path.join(log, f"{version:020d}.json")
+        try:
+            with open(path, encoding="utf-8") as f:
+                lines = [json.loads(line) for line in f if line.strip()]
+        except (OSError, ValueError):
+            return None
+        for action in lines:
+            add = action.get("add") if isinstance(action, dict) else None
+            if isinstance(add, dict) and add.get("dataChange", True):
+                size = add.get("size")
+                if not isinstance(size, int):
+                    return None
+                total += size
+    return total

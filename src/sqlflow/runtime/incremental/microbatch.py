@@ -62,7 +62,7 @@ from sqlflow.runtime.batchfn import BatchFunction, Phases
 from sqlflow.runtime.delta import commitlog, deltalog, once
 from sqlflow.runtime.delta.no_runtime_filter import no_runtime_filter
 from sqlflow.runtime.delta.sinks import BatchId, WriteResult, committed, write
-from sqlflow.runtime.incremental import held, input_logs, older, padding, state
+from sqlflow.runtime.incremental import held, input_logs, older, padding, state, window
 from sqlflow.runtime.ownership import quarantine_sink
 
 SIDE = "__side"
@@ -300,8 +300,8 @@ class MicroBatch(BatchFunction):
                 return copies
         else:
             copies = None  # no state table: no copies (`state.older` would be an empty frame)
-        def base(version: int) -> bool:
-            return self._base_may_match(spark, b, version, keep)
+        def base(run: held.Run) -> list[DataFrame]:
+            return self._base(spark, b, run, keep)
 
         parts = self.held.parts(b.relation, source.base, batch_id, base=base)
         if parts is None:  # read the table as of the version (a new Delta snapshot) when needed; hold it
@@ -317,6 +317,33 @@ class MicroBatch(BatchFunction):
         if copies is not None:
             parts.append(copies)
         return reduce(DataFrame.unionByName, parts) if parts else state.empty(spark, schema)
+
+    def _base(self, spark: SparkSession, b: SourceBinding, run: held.Run,
+              keep: list[tuple[str, int, int]] | None) -> list[DataFrame]:
+        """What the batch reads of the table as of the held run's base version: nothing when
+        none of its rows may be in `keep` (`_base_may_match`; a window the run cached is
+        released then), else the run's cached window of it when that holds every row `keep`
+        keeps, else the table (`window`). The first batch that needs it with a prune range
+        opens the window, and reads it."""
+        if not self._base_may_match(spark, b, run.base, keep):
+            if run.window is not None:
+                run.window.release()
+                run.window = None
+            return []
+        if not keep:
+            return [run.table()]
+        if run.window is None:
+            schema = self.schemas[b.relation]
+            margin = {r.column.lower(): self._lateness(r.other) for r in b.prune}
+            run.window = window.open_window(run.table(), keep, margin, lambda c: _as_timestamp(schema, c),
+                                            int(spark.conf.get("spark.sql.shuffle.partitions") or 1))
+        return [run.window.rows] if run.window.rows is not None and run.window.serves(keep) else [run.table()]
+
+    def _lateness(self, relation: str) -> int:
+        """How far (µs) the clean rows of a later batch of `relation` can reach behind an
+        earlier batch's: its allowed lateness and future tolerance (`window`)."""
+        found = next((s for s in self.sides if s.relation == relation), None)
+        return 0 if found is None else found.allowed_lateness_us + found.future_tolerance_us
 
     def _base_may_match(self, spark: SparkSession, b: SourceBinding, version: int,
                         keep: list[tuple[str, int, int]] | None) -> bool:
