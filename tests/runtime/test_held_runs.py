@@ -124,7 +124,7 @@ def test_every_max_batches_the_held_batches_become_one_partition_and_the_run_goe
     pieces = [Frame([f"v{i}"]) for i in (1, 2, 3)]
     for i, piece in enumerate(pieces, start=1):
         assert h.extend("t", i, i - 1, i, piece, piece, 1)
-    merged = h.runs["t"].pieces[0][1]
+    merged = h.runs["t"].pieces[0].kept
     assert merged.counted and merged.persisted and merged.partitions == 1
     assert pieces[0].dropped and pieces[1].dropped and not pieces[2].dropped
     assert len(h.parts("t", 3, 4)) == 3  # the table, the merged batches, the newest batch
@@ -156,3 +156,29 @@ def test_the_table_is_read_only_when_a_batch_needs_it():
     assert sorted(rows(h, "t", 1, 2)) == ["v0", "v1"] and len(reads) == 1
     rows(h, "t", 1, 2)
     assert len(reads) == 1  # read once per run
+
+
+def test_batches_no_later_batch_can_match_are_let_go_and_a_batch_below_them_reads_the_table():
+    """`evict`: a held batch whose rows all lie below the floors (every prune column) goes, and
+    its rows no longer count against `MAX_ROWS`; a batch that keeps rows from below a floor
+    cannot be served by the run (None: the caller reads the table, every row)."""
+    h = held.Held()
+    h.start("t", 0, table(), 1)
+    old, mid, new = Frame(["a"]), Frame(["b"]), Frame(["c"])
+    assert h.extend("t", 1, 0, 1, old, old, 5, extent={"t": (100, 200)})
+    assert h.extend("t", 2, 1, 2, mid, mid, 5, extent={"t": (150, 400)})
+    assert h.extend("t", 3, 2, 3, new, new, 5, extent=None)  # unknown: never let go
+    assert h.evict("t", {"t": 300}) == 5
+    assert old.dropped and old.compact.dropped and not mid.dropped and h.runs["t"].rows == 10
+    assert sorted(reduce(Frame.unionByName, h.parts("t", 3, 4, lows={"t": 300}))) == ["b", "c"]
+    assert h.parts("t", 3, 4, lows={"t": 299}) is None  # it may need "a": the run is dropped
+    assert mid.dropped and "t" not in h.runs
+
+
+def test_a_batch_that_keeps_every_row_is_not_served_by_a_run_that_let_rows_go():
+    h = held.Held()
+    h.start("t", 0, table(), 1)
+    first = Frame(["a"])
+    assert h.extend("t", 1, 0, 1, first, first, 1, extent={"t": (1, 2)})
+    assert h.evict("t", {"t": 10}) == 1
+    assert h.parts("t", 1, 2, lows=None) is None  # no pruning: every older row is needed

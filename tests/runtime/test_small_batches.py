@@ -168,3 +168,64 @@ def test_a_recent_version_is_read_once_then_its_window_serves_later_batches(spar
     monkeypatch.undo()
     sink, _ = s.truth("attributed")
     assert_same(spark, plan.sink.table, sink)
+
+
+def test_a_running_query_lets_go_of_batches_no_later_one_can_match_and_still_joins_a_late_arrival(
+        spark, setup, monkeypatch):
+    """A running query over 90 minutes of commits, each a micro-batch: the held batches older
+    than any later batch can match (20 minutes, less the inputs' lateness) are let go
+    (`held.Held.evict`), and a last commit of rows from the first minutes (not late by their
+    own ingest time, only late to arrive: clicks of 10:20) reaches below the floors: that batch reads the
+    table, and the stream still equals the batch plan (the late clicks find their
+    impressions)."""
+    from sqlflow.runtime.dispatch import start_stream
+    from sqlflow.runtime.incremental import held
+
+    s = setup
+    plan = s.stream_plans["attributed"]
+    evicted: list[int] = []
+    evict = held.Held.evict
+
+    def counted(self, relation, floors):
+        n = evict(self, relation, floors)
+        evicted.append(n)
+        return n
+
+    monkeypatch.setattr(held.Held, "evict", counted)
+
+    starts: list[int] = []
+    start = held.Held.start
+
+    def started(self, relation, version, read, batch_id):
+        starts.append(batch_id)
+        return start(self, relation, version, read, batch_id)
+
+    monkeypatch.setattr(held.Held, "start", started)
+
+    def minute_commit(minute):
+        hh, mm = 10 + minute // 60, minute % 60
+        imps = [imp(f"m{minute}-{k}", k, at(1, hh, mm, k)) for k in range(4)]
+        clicks = [click(f"m{m}-{k}", at(1, hh, mm, 30 + k)) for m in {minute, max(0, minute - 15)}
+                  for k in range(4)]
+        commit(spark, f"{s.ods}.imps", imps, IMP_SCHEMA)
+        commit(spark, f"{s.ods}.clicks", clicks, CLICK_SCHEMA)
+
+    query, fn = start_stream(s.stream, plan, trigger="0.5 seconds")
+    try:
+        for minute in range(0, 91, 15):
+            minute_commit(minute)
+            query.processAllAvailable()
+        held_from = len(starts)
+        # clicks of 10:20 on the impressions of 10:15, arriving last (not late by their own
+        # ingest time): those impressions were let go, so this batch reads the table
+        late = [click(f"m15-{k}", at(1, 10, 20, k)) for k in range(4)]
+        commit(spark, f"{s.ods}.clicks", late, CLICK_SCHEMA)
+        query.processAllAvailable()
+    finally:
+        query.stop()
+    assert fn.error is None
+    assert sum(evicted) > 0, evicted
+    assert len(starts) > held_from, starts  # the late batch's impressions: a new run, from the table
+    monkeypatch.undo()
+    sink, quarantine = s.truth("attributed")
+    assert_same(spark, plan.sink.table, sink)

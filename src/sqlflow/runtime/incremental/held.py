@@ -44,8 +44,21 @@ from typing import Any
 
 from pyspark.sql import DataFrame
 
-MAX_ROWS = 100_000  # new rows held per input; a bigger micro-batch starts a new run
+MAX_ROWS = 2_000_000  # new rows held per input (after eviction); more starts a new run
 MAX_BATCHES = 16  # held batches merged into one partition (`_merge`)
+
+Extent = dict[str, tuple[int, int]]  # column (lower case) -> (min, max) µs of a piece's rows
+
+
+@dataclass
+class Piece:
+    """One held batch (or merged batches): `kept`, its clean rows as held, read from `cached`;
+    its row count and, where known, the range of its prune columns (`evict`)."""
+
+    cached: DataFrame
+    kept: DataFrame
+    rows: int
+    extent: Extent | None = None
 
 
 @dataclass
@@ -54,8 +67,9 @@ class Run:
     read: Callable[[], DataFrame]  # the table's clean rows as of `base` (read once, when asked)
     end: int              # the version the run reaches: `base` plus `pieces`
     batch: int            # the newest micro-batch id it holds (or started in)
-    pieces: list[tuple[DataFrame, DataFrame]] = field(default_factory=list)  # (cached, held rows)
+    pieces: list[Piece] = field(default_factory=list)
     rows: int = 0
+    evicted: dict[str, int] = field(default_factory=dict)  # column -> rows below it were let go
     window: Any = None  # the base's rows later batches can match, cached (`window.Window`)
     _table: DataFrame | None = None
 
@@ -73,15 +87,18 @@ class Held:
         self.runs: dict[str, Run] = {}
 
     def parts(self, relation: str, version: int, batch_id: int, *,
-              base: Callable[[Run], list[DataFrame]] = lambda run: [run.table()]) -> list[DataFrame] | None:
+              base: Callable[[Run], list[DataFrame]] = lambda run: [run.table()],
+              lows: dict[str, int] | None = None) -> list[DataFrame] | None:
         """The clean rows of `relation` as of `version`, held for micro-batch `batch_id`, as
         the frames whose union they are: what `base(run)` gives of the table as of the run's
         base version (by default the table; the caller may leave it out, or give the rows of
         it the batch can match) and the held batches. None when no run reaches exactly there
-        (the caller `start`s one)."""
+        (the caller `start`s one), or when the batch may need rows the run let go: `lows`, the
+        lowest value per column the batch keeps (None: it keeps every row), below a column's
+        eviction floor (`evict`)."""
         run = self.runs.get(relation)
-        if run is not None and run.end == version and run.batch < batch_id:
-            return base(run) + [c for _, c in run.pieces]
+        if run is not None and run.end == version and run.batch < batch_id and _serves(run, lows):
+            return base(run) + [p.kept for p in run.pieces]
         self.drop(relation)
         return None
 
@@ -92,11 +109,11 @@ class Held:
         self.runs[relation] = Run(version, read, version, batch_id - 1)
 
     def extend(self, relation: str, batch_id: int, start: int | None, end: int | None,
-               cached: DataFrame, clean: DataFrame, rows: int) -> bool:
+               cached: DataFrame, clean: DataFrame, rows: int, extent: Extent | None = None) -> bool:
         """After micro-batch `batch_id` committed: its new rows of `relation` were the versions
         after `start` up to `end` (None: it started or ended inside a version), `clean` of them
-        clean, read from `cached` (`rows` rows). True when the run keeps them: the caller must
-        not unpersist `cached`."""
+        clean, read from `cached` (`rows` rows; `extent`: the range of their prune columns,
+        when known). True when the run keeps them: the caller must not unpersist `cached`."""
         run = self.runs.get(relation)
         if run is None:
             return False
@@ -111,17 +128,39 @@ class Held:
             return False
         if len(run.pieces) >= MAX_BATCHES:
             _merge(run)
-        run.pieces.append((cached, _compact(clean)))
+        run.pieces.append(Piece(cached, _compact(clean), rows, extent))
         run.rows, run.end, run.batch = run.rows + rows, end, batch_id
         return True
+
+    def evict(self, relation: str, floors: dict[str, int]) -> int:
+        """Let go of the held batches no later micro-batch can match: those whose every row
+        lies below `floors` (column -> µs; the caller's bound on what later batches keep,
+        one per prune column of the input) in every column. A later batch that reaches below
+        a floor after all finds the run unable to serve it (`parts`) and reads the table.
+        Returns the rows let go."""
+        run = self.runs.get(relation)
+        if run is None or not floors:
+            return 0
+        gone = [p for p in run.pieces if p.extent is not None
+                and all(c in p.extent and p.extent[c][1] < low for c, low in floors.items())]
+        if not gone:
+            return 0
+        for p in gone:
+            p.kept.unpersist()
+            p.cached.unpersist()
+        run.pieces = [p for p in run.pieces if p not in gone]
+        run.rows -= sum(p.rows for p in gone)
+        for column, low in floors.items():
+            run.evicted[column] = max(run.evicted.get(column, low), low)
+        return sum(p.rows for p in gone)
 
     def drop(self, relation: str) -> None:
         run = self.runs.pop(relation, None)
         if run is not None and run.window is not None:
             run.window.release()
-        for cached, kept in run.pieces if run else ():
-            kept.unpersist()
-            cached.unpersist()
+        for p in run.pieces if run else ():
+            p.kept.unpersist()
+            p.cached.unpersist()
 
     def clear(self) -> None:
         for relation in list(self.runs):
@@ -131,12 +170,41 @@ class Held:
 def _merge(run: Run) -> None:
     """The run's held batches as one cached partition: filled now (one task reading the
     batches' caches), then the batches' caches are released."""
-    merged = reduce(lambda a, b: a.unionByName(b), [kept for _, kept in run.pieces]).coalesce(1).persist()
+    merged = reduce(lambda a, b: a.unionByName(b), [p.kept for p in run.pieces]).coalesce(1).persist()
     merged.count()
-    for cached, kept in run.pieces:
-        kept.unpersist()
-        cached.unpersist()
-    run.pieces = [(merged, merged)]
+    for p in run.pieces:
+        p.kept.unpersist()
+        p.cached.unpersist()
+    run.pieces = [Piece(merged, merged, sum(p.rows for p in run.pieces), _union([p.extent for p in run.pieces]))]
+
+
+def _union(extents: list[Extent | None]) -> Extent | None:
+    """The range of several pieces' rows together (None when one is unknown).
+
+    >>> _union([{"t": (5, 9)}, {"t": (1, 6), "u": (0, 0)}])
+    {'t': (1, 9)}
+    >>> _union([{"t": (5, 9)}, None]) is None
+    True
+    """
+    if any(e is None for e in extents) or not extents:
+        return None
+    known = [e for e in extents if e is not None]
+    columns = set.intersection(*(set(e) for e in known))
+    return {c: (min(e[c][0] for e in known), max(e[c][1] for e in known)) for c in sorted(columns)}
+
+
+def _serves(run: Run, lows: dict[str, int] | None) -> bool:
+    """Whether the run still holds every row a batch keeping from `lows` on needs.
+
+    >>> run = Run(0, lambda: None, 0, 0, evicted={"t": 100})
+    >>> _serves(run, {"t": 100}), _serves(run, {"t": 99}), _serves(run, None), _serves(run, {})
+    (True, False, False, True)
+    """
+    if not run.evicted:
+        return True
+    if lows is None:
+        return False
+    return all(lows.get(c, low) >= low for c, low in run.evicted.items())
 
 
 def _compact(clean: DataFrame) -> DataFrame:

@@ -188,11 +188,12 @@ class MicroBatch(BatchFunction):
                     q_sink = quarantine_sink(plan, "append_once", Q.PARTITION_BY)
                     write(spark, q_sink, reduce(DataFrame.unionByName, parts),
                           batch=self._id(f"{app}__quarantine", batch_id))
+            keeps: dict[str, list[tuple[str, int, int]] | None] = {}  # `_keep` per joined input
             with phase("prune"):
                 for b in self.sides:
                     if b.old_view:
-                        old = self._older(spark, b, sources[b.relation], batch_id,
-                                          self._keep(b, stats.bounds))
+                        keeps[b.relation] = self._keep(b, stats.bounds)
+                        old = self._older(spark, b, sources[b.relation], batch_id, keeps[b.relation])
                         old.createOrReplaceTempView(b.old_view)
             with phase("analyse"), model_errors(plan):  # Spark's analysis error at the model's line
                 rows = spark.sql(plan.sql)  # analysed now: the views may be rebound below
@@ -249,7 +250,7 @@ class MicroBatch(BatchFunction):
                                 inputs=self._offsets(batch_id), quarantined=quarantined,
                                 late=reasons.get("late", 0))
             fault_points.reached("commit_log", batch_id)
-            kept = self._hold(batch_id, sides, clean, counts)
+            kept = self._hold(batch_id, sides, clean, counts, stats, keeps)
         finally:
             self._drop_views(spark)  # first: its frames read the new rows (`_uncache`)
             for k, frame in enumerate(sides):
@@ -303,7 +304,8 @@ class MicroBatch(BatchFunction):
         def base(run: held.Run) -> list[DataFrame]:
             return self._base(spark, b, run, keep)
 
-        parts = self.held.parts(b.relation, source.base, batch_id, base=base)
+        lows = None if keep is None else {c.lower(): low for c, low in window.floors(keep, {}).items()}
+        parts = self.held.parts(b.relation, source.base, batch_id, base=base, lows=lows)
         if parts is None:  # read the table as of the version (a new Delta snapshot) when needed; hold it
             version = source.base
 
@@ -369,10 +371,14 @@ class MicroBatch(BatchFunction):
         return self._state_exists[table]
 
     def _hold(self, batch_id: int, sides: list[DataFrame], clean: dict[str, DataFrame],
-              counts: dict[int, int]) -> set[int]:
+              counts: dict[int, int], stats: Stats,
+              keeps: dict[str, list[tuple[str, int, int]] | None]) -> set[int]:
         """After a committed micro-batch: add each joined input's clean new rows to its held
-        run when the batch started and ended on whole versions (`held.Held.extend`); the
-        inputs whose cached new rows the runs keep."""
+        run when the batch started and ended on whole versions (`held.Held.extend`), with the
+        range of their prune columns from the stats pass, then let go of the held batches no
+        later batch can match (`held.Held.evict`: below this batch's ranges, less the other
+        side's lateness, as a window's floors); the inputs whose cached new rows the runs
+        keep."""
         kept = set()
         for k, b in enumerate(self.sides):
             if not b.old_view or self.checkpoint is None or b.relation not in self.held.runs:
@@ -381,9 +387,27 @@ class MicroBatch(BatchFunction):
             end = offsets.end_of(self.checkpoint, batch_id, k)
             if self.held.extend(b.relation, batch_id, start.version if start else None,
                                 end.version if end else None, sides[k], clean[b.relation],
-                                counts.get(k, 0)):
+                                counts.get(k, 0), extent=self._piece_extent(b, stats)):
                 kept.add(k)
+            keep = keeps.get(b.relation)
+            columns = {r.column.lower() for r in b.prune}
+            if keep and columns and columns <= {c.lower() for c, _, _ in keep}:
+                margin = {r.column.lower(): self._lateness(r.other) for r in b.prune}
+                self.held.evict(b.relation, window.floors(keep, margin))
         return kept
+
+    def _piece_extent(self, b: SourceBinding, stats: Stats) -> held.Extent | None:
+        """The range of `b`'s prune columns over its clean new rows of the batch, from the
+        stats pass (which measures each input's columns the other side's ranges are on);
+        None when a column is not among them, or the batch brought no clean row."""
+        found: held.Extent = {}
+        for r, span in stats.bounds.items():
+            if r.other == b.relation:
+                found[r.other_column.lower()] = span
+        columns = {r.column.lower() for r in b.prune}
+        if not columns or not columns <= set(found):
+            return None
+        return {c: found[c] for c in columns}
 
     def _id(self, app: str, batch_id: int, step: int | None = None) -> BatchId:
         """The identity of an exactly-once append of batch `step` (default: `batch_id`), with
