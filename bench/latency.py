@@ -18,9 +18,9 @@ sink's `_delta_log/<version>.json`) - the moment the later of its two input rows
 committed (the producer's clock after its append returned). Every output row is measured but
 those of rows appended in a run's first `--warmup` seconds (10: the queries' first
 micro-batches and the JVM's warm-up, which a service pays once, not all day); every row is
-checked. The Delta producer appends with delta-rs from Python (`pip install -e '.[bench]'`;
-without it, `--producer spark` appends through Spark in the queries' own JVM, which cannot
-keep up with 1,000 rows/s on two cores).
+checked. The Delta producer appends with delta-rs from Python (`deltalake`, a dependency of
+sqlflow's; `--producer spark` appends through Spark in the queries' own JVM instead, which
+cannot keep up with 1,000 rows/s on two cores).
 Printed per run: p50 / p95 / p99 latency, the sustained rate (input rows / producer seconds,
 once the run kept up), the micro-batch durations (p50, p95) and their split into fixed cost
 and cost per row (least squares of seconds on input rows over the run's micro-batches).
@@ -196,7 +196,7 @@ class DeltaInputs:
 
 
 class ArrowInputs:
-    """The same rows as `DeltaInputs`, appended by delta-rs (`deltalake`, the `bench` extra)
+    """The same rows as `DeltaInputs`, appended by delta-rs (`deltalake`)
     from Python: no Spark job, so the producer does not take the driver and the cores' time
     from the queries it feeds (a Spark append per tick fell seconds behind at 1,000 rows/s,
     2026-11-28). Its commits carry file statistics but no checksum file."""
@@ -233,7 +233,7 @@ class ArrowInputs:
 
 
 def producer_of(spark, args, seed: int | None = None, disorder: float | None = None):
-    """The Delta producer `--producer` names (`auto`: delta-rs when it is installed)."""
+    """The Delta producer `--producer` names (`auto`: delta-rs when `deltalake` imports)."""
     seed = args.seed if seed is None else seed
     disorder = args.disorder if disorder is None else disorder
     kind = getattr(args, "producer", "auto")
@@ -467,8 +467,8 @@ def main() -> int:
     parser.add_argument("--search-seconds", type=float, default=30.0)
     parser.add_argument("--source", choices=("delta", "kafka"), default="delta")
     parser.add_argument("--producer", choices=("auto", "arrow", "spark"), default="auto",
-                        help="how the delta source's rows are appended: delta-rs from Python (arrow, "
-                             "the `bench` extra) or Spark jobs in the queries' JVM; auto: arrow when installed")
+                        help="how the delta source's rows are appended: delta-rs from Python (arrow) "
+                             "or Spark jobs in the queries' JVM; auto: arrow when deltalake imports")
     parser.add_argument("--only", default="", help="`sqlflow` or `hand`: measure one of them")
     parser.add_argument("--seed", type=int, default=42)
     parser.add_argument("--keep", action="store_true", help="keep the temp project folder")

@@ -36,7 +36,14 @@ from pyspark.sql.types import BooleanType, LongType, StringType, StructField, St
 
 from sqlflow.planning.plan import COMMIT_LOG
 from sqlflow.runtime import literal_rows
-from sqlflow.runtime.delta import commitlog_ready, deltalog, interrupted_create, once, partition_path
+from sqlflow.runtime.delta import (
+    commitlog_ready,
+    deltalog,
+    interrupted_create,
+    local_append,
+    once,
+    partition_path,
+)
 from sqlflow.runtime.delta.sinks import BatchId, WriteResult
 
 Kind = Literal["write", "commit", "dirty", "repair", "refresh"]
@@ -157,16 +164,24 @@ def append(spark: SparkSession, entries: Iterable[Entry], *, batch: BatchId | No
         return 0
     if location is None:
         ensure(spark, table)
-    # one file per append: a few rows spread over `spark.default.parallelism` tasks made as
-    # many tiny files, which every reader of the log (readiness, status) then opens; the rows
-    # are literals in the JVM, no Python worker task (`literal_rows`)
-    writer = literal_rows.frame(spark, rows, SCHEMA).coalesce(1).writeTo(table)
     if batch is not None:
         batch = dataclasses.replace(batch, app_id=f"{batch.app_id}__commit_log")
         if batch.journal is not None:
             before = deltalog.latest_version(spark, table, location)
             if once.done(spark, table, batch, before, location) is not None:
                 return 0
+    # written from this process when the log is a local folder (20-30 ms, not a 0.5 s Spark
+    # job), unless Delta's `txn` must decide a replay (a batch older than the query's journal)
+    if batch is None or batch.journal is not None:
+        where = location or deltalog.describe(spark, table).location
+        mark = once.marker(batch.app_id, batch.batch_id) if batch is not None else None
+        if local_append.append(spark, where, rows, SCHEMA, user_metadata=mark):
+            return len(rows)
+    # one file per append: a few rows spread over `spark.default.parallelism` tasks made as
+    # many tiny files, which every reader of the log (readiness, status) then opens; the rows
+    # are literals in the JVM, no Python worker task (`literal_rows`)
+    writer = literal_rows.frame(spark, rows, SCHEMA).coalesce(1).writeTo(table)
+    if batch is not None:
         writer = writer.options(**once.options(batch))
     writer.append()
     return len(rows)

@@ -94,10 +94,9 @@ def commit(spark: SparkSession, plan: RoutedPlan, hours: list[str], *, mode: com
     if not hours:
         return []
     tables = {t.sink.table.lower(): t for t in plan.targets}
-    log = commitlog.read(spark)
-    have = {(r["table"], r["partition"]) for r in log.where(
-        (F.col("kind") == "commit") & F.col("table").isin(list(tables))
-        & F.col("partition").isin(hours)).select("table", "partition").collect()}
+    # the log's own files when local (no Spark job), the same rows a Spark read counts
+    ready = commitlog.ready_partitions_of(spark, list(tables))
+    have = {(name, h) for name in tables for h in hours if h in ready.get(name, ())}
     entries = [Entry(t.sink.table, h, "commit", mode, t.model, run_id=run_id,
                      batch_id=batch.batch_id if batch else None, inputs=inputs or {},
                      reason="partition commit")
@@ -109,12 +108,15 @@ def commit(spark: SparkSession, plan: RoutedPlan, hours: list[str], *, mode: com
         for t in plan.targets:
             for h in hours:
                 write_marker(spark, t.sink.table, h)
+    if not (plan.commit.notify_url or plan.commit.notify_command):
+        return []
+    log = commitlog.read(spark)
     notified = {r["partition"] for r in log.where(
         (F.col("table") == notify_table(plan)) & (F.col("run_id") == run_id)
         & (F.col("reason") == NOTIFIED)).select("partition").collect()}
     fired = []
     for h in hours:
-        if h in notified or not (plan.commit.notify_url or plan.commit.notify_command):
+        if h in notified:
             continue
         notify(plan, h, run_id)
         commitlog.append(spark, [Entry(notify_table(plan), h, "commit", mode, plan.model,
