@@ -163,7 +163,7 @@ def append(spark: SparkSession, entries: Iterable[Entry], *, batch: BatchId | No
     if not rows:
         return 0
     if location is None:
-        ensure(spark, table)
+        location = _location(spark, table)
     if batch is not None:
         batch = dataclasses.replace(batch, app_id=f"{batch.app_id}__commit_log")
         if batch.journal is not None:
@@ -173,9 +173,8 @@ def append(spark: SparkSession, entries: Iterable[Entry], *, batch: BatchId | No
     # written from this process when the log is a local folder (20-30 ms, not a 0.5 s Spark
     # job), unless Delta's `txn` must decide a replay (a batch older than the query's journal)
     if batch is None or batch.journal is not None:
-        where = location or deltalog.describe(spark, table).location
         mark = once.marker(batch.app_id, batch.batch_id) if batch is not None else None
-        if local_append.append(spark, where, rows, SCHEMA, user_metadata=mark):
+        if local_append.append(spark, location, rows, SCHEMA, user_metadata=mark):
             return len(rows)
     # one file per append: a few rows spread over `spark.default.parallelism` tasks made as
     # many tiny files, which every reader of the log (readiness, status) then opens; the rows
@@ -185,6 +184,28 @@ def append(spark: SparkSession, entries: Iterable[Entry], *, batch: BatchId | No
         writer = writer.options(**once.options(batch))
     writer.append()
     return len(rows)
+
+
+# (warehouse, log) -> the local folder this process appended to: a backfill appends once per
+# model and per routed target, and the existence check and the location are two catalog
+# look-ups (0.2 s together); a folder whose `_delta_log` is gone (the log dropped) is asked again
+_FOLDERS: dict[tuple[str, str], str] = {}
+
+
+def _location(spark: SparkSession, table: str) -> str | None:
+    """The log's folder when it is local (created first if missing), else None (after
+    `ensure`): where `append` writes without a Spark job."""
+    key = (spark.conf.get("spark.sql.warehouse.dir", "") or "", table.lower())
+    known = _FOLDERS.get(key)
+    if known is not None and deltalog.local_log(spark, known) is not None:
+        return known
+    ensure(spark, table)
+    if type(spark).__module__.startswith("pyspark.sql.connect"):
+        return None  # Spark appends: no location needed
+    found = deltalog.describe(spark, table).location
+    if found is not None and deltalog.local_log(spark, found) is not None:
+        _FOLDERS[key] = found
+    return found
 
 
 def read(spark: SparkSession, table: str = COMMIT_LOG) -> DataFrame:
