@@ -93,3 +93,18 @@ def test_a_table_with_writer_features_is_left_to_spark(spark):
     assert C.append(spark, [C.Entry("dw.a", "dt=1", "commit", "manual")], table=LOG) == 1
     assert engines(spark)[-1].startswith("Apache-Spark")
     assert spark.table(LOG).count() == 1
+
+
+def test_a_checkpoint_written_here_is_read_by_spark_and_by_the_log_replay(spark):
+    from sqlflow.runtime.delta import logfiles
+
+    C.ensure(spark, LOG)  # checkpointInterval 100: the appends below reach a checkpoint
+    for i in range(C.CHECKPOINT_INTERVAL + 1):
+        C.append(spark, [C.Entry("dw.a", f"dt={i}", "commit", "manual")], table=LOG)
+    log = folder(spark) / "_delta_log"
+    assert list(log.glob("*.checkpoint.parquet")), "no checkpoint was written"
+    assert all(e.startswith("delta-rs") for e in engines(spark)[1:])
+    want = {f"dt={i}" for i in range(C.CHECKPOINT_INTERVAL + 1)}
+    assert {r["partition"] for r in spark.table(LOG).collect()} == want
+    assert {r["partition"] for r in logfiles.read_rows(folder(spark))} == want
+    assert C.ready_partitions(spark, "dw.a", table=LOG) == want

@@ -69,6 +69,17 @@ def archive_table(table: SourceTable) -> str:
     return f"{table.schema}.{table.identifier}"
 
 
+def archive_sink(table: SourceTable) -> Sink:
+    """The archive table as a sink, owned by its Kafka source (owner `kafka:<source>`, role
+    `archive`, docs/semantics.md "Table ownership"): a create a kill cut short between its
+    first commit and its catalog entry is then recognised as this archive's and moved aside on
+    restart (`interrupted_create`), where an unowned folder is refused for good. An archive
+    created before owners were recorded (no owner) is claimed by its next append, as it was
+    appended to before."""
+    return Sink(archive_table(table), "append_once", origin=str(table.location),
+                owner=f"kafka:{table.key}", role="archive", adopt_unowned=True)
+
+
 def checkpoint_of(project_dir: Path, table: SourceTable) -> Path:
     return Path(project_dir) / STATE_DIR / "checkpoints" / f"kafka__{table.key}"
 
@@ -95,7 +106,7 @@ class Append:
         assert table.kafka is not None
         checkpoint = checkpoint.resolve()  # the same folder for a Connect server's worker
         self.spark, self.table, self.checkpoint = spark, table, checkpoint
-        self.sink = Sink(archive_table(table), "append_once", origin=str(table.location))
+        self.sink = archive_sink(table)
         self.journal = once.Journal.open(checkpoint, offsets.next_batch(checkpoint))
         self.pacer = Pacer.of(table.kafka)
         self.aligner = aligner
