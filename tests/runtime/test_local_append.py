@@ -82,6 +82,8 @@ def test_a_journaled_append_carries_the_marker_the_journal_finds(spark, tmp_path
     # the retry of the same batch appends nothing
     assert C.append(spark, [C.Entry("dw.a", "dt=1", "write", "stream")], batch=batch, table=LOG) == 0
     assert spark.table(LOG).count() == 1
+    assert [(r["table"], r["partition"], r["kind"], r["mode"]) for r in spark.table(LOG).collect()] == [
+        ("dw.a", "dt=1", "write", "stream")]
 
 
 def test_a_table_with_writer_features_is_left_to_spark(spark):

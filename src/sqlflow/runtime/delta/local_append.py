@@ -21,12 +21,13 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from datetime import datetime, timezone
 from typing import Any
 
 from pyspark.sql import SparkSession
 from pyspark.sql.types import BooleanType, LongType, StringType, StructType, TimestampType
 
+from sqlflow.errors import SqlflowError
+from sqlflow.runtime import literal_rows
 from sqlflow.runtime.delta import deltalog
 
 _ARROW = {StringType: "string", LongType: "int64", BooleanType: "bool_"}
@@ -41,14 +42,22 @@ def append(spark: SparkSession, location: str | None, rows: Sequence[tuple], sch
     if log is None or not _plain_types(schema):
         return False
     from deltalake import CommitProperties, DeltaTable, write_deltalake  # 0.2 s first import
+    from deltalake.exceptions import DeltaError
 
     table = DeltaTable(os.path.dirname(log))
     protocol = table.protocol()
     if protocol.min_writer_version > 2 or protocol.writer_features:
         return False
-    write_deltalake(table, _arrow(rows, schema), mode="append",
-                    commit_properties=CommitProperties(
-                        custom_metadata={"userMetadata": user_metadata} if user_metadata else None))
+    try:
+        write_deltalake(table, _arrow(rows, schema), mode="append",
+                        commit_properties=CommitProperties(
+                            custom_metadata={"userMetadata": user_metadata} if user_metadata else None))
+    except (OSError, DeltaError) as exc:  # a full disk, a folder it may not write
+        raise SqlflowError(
+            f"cannot append to the Delta table in `{os.path.dirname(log)}`: {exc}",
+            hint="check that the folder is writable and its disk has room, then run again "
+                 "(a stream's append is exactly once per micro-batch, a backfill rewrites its "
+                 "partitions)") from exc
     return True
 
 
@@ -62,20 +71,14 @@ def _arrow(rows: Sequence[tuple], schema: StructType) -> Any:
     the session's UTC time zone and `literal_rows` read it."""
     import pyarrow as pa
 
+    rows = [literal_rows.utc_row(r, schema) for r in rows]
     fields, columns = [], []
     for i, f in enumerate(schema.fields):
         values = [r[i] for r in rows]
         if isinstance(f.dataType, TimestampType):
             kind = pa.timestamp("us", tz="UTC")
-            values = [_utc(v) for v in values]
         else:
             kind = getattr(pa, _ARROW[type(f.dataType)])()
         fields.append(pa.field(f.name, kind, nullable=f.nullable))
         columns.append(pa.array(values, type=kind))
     return pa.Table.from_arrays(columns, schema=pa.schema(fields))
-
-
-def _utc(value: datetime | None) -> datetime | None:
-    if value is None or value.tzinfo is not None:
-        return value
-    return value.replace(tzinfo=timezone.utc)

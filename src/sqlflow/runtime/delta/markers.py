@@ -59,9 +59,14 @@ def touch(spark, path: str) -> None:
     jvm = getattr(spark, "_jvm", None)
     local = _local_file(path) if jvm is not None else None
     if local is not None:  # 9 ms a marker through py4j; a routed backfill writes hundreds
-        os.makedirs(os.path.dirname(local), exist_ok=True)
-        with open(local, "wb"):
-            pass
+        try:
+            os.makedirs(os.path.dirname(local), exist_ok=True)
+            with open(local, "wb"):
+                pass
+        except OSError as exc:
+            raise SqlflowError(f"cannot write the ready marker {local}: {exc}",
+                               hint="check that the table's folder is writable and its disk "
+                                    "has room, then run again (markers are written again)") from exc
         return
     if jvm is not None:
         hpath = jvm.org.apache.hadoop.fs.Path(path)
