@@ -177,3 +177,16 @@ def table_names(spark, schema: str | None = None, *, temporary: bool = False) ->
 
     rows = spark.sql("SHOW TABLES" if schema is None else f"SHOW TABLES IN {quote(schema)}").collect()
     return [r["tableName"] for r in rows if temporary or not r["isTemporary"]]
+
+
+def delta_writers(spark, table: str) -> list[str]:
+    """The engine that wrote each commit of Delta table `table`, oldest first: `Apache-Spark`
+    or `delta-rs` (sqlflow's appends from the driver, `runtime.delta.local_append`)."""
+    import json
+    from urllib.parse import unquote, urlparse
+
+    from sqlflow.runtime.delta import deltalog
+
+    log = Path(unquote(urlparse(deltalog.describe(spark, table).location).path)) / "_delta_log"
+    return [json.loads(p.read_text().splitlines()[0])["commitInfo"].get("engineInfo", "").split("/")[0].split(":")[0]
+            for p in sorted(log.glob("*.json"))]

@@ -15,6 +15,7 @@ from dataclasses import replace
 import pytest
 from pyspark.sql import functions as F
 
+from helpers import delta_writers
 from runtime.adkit import (
     CLICK_SCHEMA,
     IMP_SCHEMA,
@@ -109,6 +110,8 @@ def test_a_crash_inside_a_micro_batch_is_replayed_exactly_once(spark, setup, poi
         run_stream(s.stream, plan, **{f"after_{point}": crash})
     replay = run_stream(s.stream, plan).batches
     assert [(b.batch_id, b.replayed) for b in replay] == [(1, True)]
+    # batch 1 (few rows, the sink there) was appended from the driver; the replay found it
+    assert delta_writers(spark, plan.sink.table)[-1] == "delta-rs"
     # a later batch joins against state written by the replayed batch
     append(spark, f"{s.ods}.clicks", [click("lower", at(1, 10, 5)), click("dup", at(1, 15, 2))], CLICK_SCHEMA)
     assert [b.batch_id for b in run_stream(s.stream, plan).batches] == [2]
@@ -142,6 +145,7 @@ def test_a_checkpoint_from_before_the_journal_replays_its_last_batch_by_delta_tx
 
     replay = run_stream(s.stream, plan).batches
     assert [(b.batch_id, b.replayed) for b in replay] == [(1, True)]
+    assert delta_writers(spark, plan.sink.table)[-1] == "Apache-Spark"  # Delta's txn: Spark wrote it
     assert once.Journal.open(checkpoint, 99).start == 2  # batches 0 and 1 stay Delta's
     append(spark, f"{s.ods}.clicks", [click("lower", at(1, 10, 5)), click("dup", at(1, 15, 2))], CLICK_SCHEMA)
     assert [b.batch_id for b in run_stream(s.stream, plan).batches] == [2]

@@ -1,20 +1,25 @@
-"""A few rows appended to a local Delta table from this process, without a Spark job.
+"""Rows appended to a local Delta table from this process, without a Spark job.
 
 A Spark append of a handful of rows is a job, a Parquet file and a Delta commit: about 0.5 s
 on the two-core machine, and sqlflow's bookkeeping makes many of them (a commit-log append
 per model write, per routed target and per partition commit of a backfill, one per stream
 micro-batch). delta-rs (`deltalake.write_deltalake`, a maintained Delta writer; docs/stack.md)
-makes the same append, one Parquet file and one commit, in 20-30 ms.
+makes the same append, one Parquet file per partition and one commit, in 20-30 ms. Two
+callers: `append`, the bookkeeping's rows as tuples, and `append_frame`, a small
+micro-batch's output rows (`sinks.write(..., local=True)`): Spark computes them and hands
+them over as Arrow (one job), delta-rs commits them (docs/design.md §2.9).
 
 Used only where it writes what Spark would: the table's log is a local folder the driver
 lists (`deltalog.local_log`: not over Spark Connect, not a remote file system, no commits
-staged by a catalog) and its protocol is one every Delta writer supports (writer version 2
-or lower, no table features), else `append` returns False and the caller writes with Spark.
-Both writers commit version N by creating `_delta_log/N.json` only if it is not there, and a
-blind append that finds its version taken tries the next one, so the two can append to the
-same log at once (a stream in Spark, a backfill here). `user_metadata` lands in the commit's
-`commitInfo.userMetadata`, where Spark's `userMetadata` write option puts it: the
-exactly-once journal (`once`) finds a journaled append's commit by it either way.
+staged by a catalog), its protocol is one every Delta writer supports (writer version 2 or
+lower, no table features), its columns are of flat types, and every partition value is one
+both writers spell the same way in the data file's folder (`_same_folder`); else nothing is
+written and the caller writes with Spark. Both writers commit version N by creating
+`_delta_log/N.json` only if it is not there, and a blind append that finds its version taken
+tries the next one, so the two can append to the same log at once (a stream in Spark, a
+backfill here). `user_metadata` lands in the commit's `commitInfo.userMetadata`, where
+Spark's `userMetadata` write option puts it: the exactly-once journal (`once`) finds a
+journaled append's commit by it either way.
 """
 
 from __future__ import annotations
@@ -23,14 +28,34 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
-from pyspark.sql import SparkSession
-from pyspark.sql.types import BooleanType, LongType, StringType, StructType, TimestampType
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.types import (
+    BinaryType,
+    BooleanType,
+    ByteType,
+    DateType,
+    DecimalType,
+    DoubleType,
+    FloatType,
+    IntegerType,
+    LongType,
+    ShortType,
+    StringType,
+    StructType,
+    TimestampType,
+)
 
 from sqlflow.errors import SqlflowError
 from sqlflow.runtime import literal_rows
 from sqlflow.runtime.delta import deltalog
 
 _ARROW = {StringType: "string", LongType: "int64", BooleanType: "bool_"}
+# the column types a frame's rows may have: each maps to one Arrow type both writers store alike
+_FLAT = (StringType, BinaryType, BooleanType, ByteType, ShortType, IntegerType, LongType,
+         FloatType, DoubleType, DecimalType, DateType, TimestampType)
+# a partition value both writers put in the folder name as it is (Spark escapes some
+# characters, delta-rs percent-encodes others; none of these), at most Spark's 255 bytes
+_PLAIN_VALUE = r"^[A-Za-z0-9_.\-]{1,200}$"
 
 
 def append(spark: SparkSession, location: str | None, rows: Sequence[tuple], schema: StructType,
@@ -38,27 +63,103 @@ def append(spark: SparkSession, location: str | None, rows: Sequence[tuple], sch
     """Append `rows` (tuples in `schema`'s column order) to the Delta table at `location` as
     one commit; False, having written nothing, when this process cannot write it as Spark
     would (see the module docstring)."""
-    log = deltalog.local_log(spark, location)
-    if log is None or not _plain_types(schema):
+    table = _table(spark, location) if _plain_types(schema) else None
+    if table is None:
         return False
-    from deltalake import CommitProperties, DeltaTable, write_deltalake  # 0.2 s first import
-    from deltalake.exceptions import DeltaError
+    _commit(table, _arrow(rows, schema), user_metadata)
+    return True
+
+
+def append_frame(spark: SparkSession, location: str | None, rows: DataFrame,
+                 *, user_metadata: str | None = None) -> DataFrame | None:
+    """Append the rows of `rows` to the Delta table at `location` as one commit, computed by
+    Spark and handed to the driver as Arrow (for a few rows: they are held in memory).
+
+    None when they were appended. Otherwise the rows the caller writes with Spark instead,
+    nothing written: `rows` itself when they were not computed (see the module docstring),
+    or the computed rows as a local frame when a partition value or a column would not be
+    stored as Spark stores it (not computed twice). A frame whose columns are not the
+    table's is left to Spark too, which refuses it with its own message."""
+    if not all(isinstance(f.dataType, _FLAT) for f in rows.schema.fields):
+        return rows
+    table = _table(spark, location)
+    if table is None:
+        return rows
+    import pyarrow as pa
+
+    target = pa.schema(table.schema().to_arrow())
+    data = rows.toArrow()
+    if sorted(data.column_names) != sorted(target.names):  # Spark reports the difference
+        return spark.createDataFrame(data, schema=rows.schema)
+    data = data.select(target.names)
+    cast = _cast(data, target) if _same_folder(data, table.metadata().partition_columns) else None
+    if cast is None:
+        return spark.createDataFrame(data, schema=rows.schema)
+    if cast.num_rows:
+        _commit(table, cast, user_metadata)
+    return None
+
+
+def _table(spark: SparkSession, location: str | None) -> Any:
+    """The `deltalake.DeltaTable` at `location` when this process may append to it as Spark
+    would (a local log, a protocol of writer version 2 or lower without table features)."""
+    log = deltalog.local_log(spark, location)
+    if log is None:
+        return None
+    from deltalake import DeltaTable  # 0.2 s first import
 
     table = DeltaTable(os.path.dirname(log))
     protocol = table.protocol()
     if protocol.min_writer_version > 2 or protocol.writer_features:
-        return False
+        return None
+    return table
+
+
+def _commit(table: Any, data: Any, user_metadata: str | None) -> None:
+    from deltalake import CommitProperties, write_deltalake
+    from deltalake.exceptions import DeltaError
+
     try:
-        write_deltalake(table, _arrow(rows, schema), mode="append",
+        write_deltalake(table, data, mode="append",
                         commit_properties=CommitProperties(
                             custom_metadata={"userMetadata": user_metadata} if user_metadata else None))
     except (OSError, DeltaError) as exc:  # a full disk, a folder it may not write
         raise SqlflowError(
-            f"cannot append to the Delta table in `{os.path.dirname(log)}`: {exc}",
+            f"cannot append to the Delta table in `{table.table_uri}`: {exc}",
             hint="check that the folder is writable and its disk has room, then run again "
                  "(a stream's append is exactly once per micro-batch, a backfill rewrites its "
                  "partitions)") from exc
+
+
+def _same_folder(data: Any, partition_columns: Sequence[str]) -> bool:
+    """Whether every row's partition values name the same folder under both writers: not
+    NULL (or empty), and an integer, a date or a string of plain characters."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    for name in partition_columns:
+        column = data.column(name)
+        if column.null_count:
+            return False
+        kind = column.type
+        if pa.types.is_string(kind) or pa.types.is_large_string(kind):
+            if len(column) and not pc.all(pc.match_substring_regex(column, _PLAIN_VALUE)).as_py():
+                return False
+        elif not (pa.types.is_integer(kind) or pa.types.is_date32(kind)):
+            return False
     return True
+
+
+def _cast(data: Any, target: Any) -> Any:
+    """`data` in the table's Arrow schema; None when a value does not cast, or a NOT NULL
+    column holds a NULL (a row Spark refuses with its constraint error: left to Spark)."""
+    for field in target:
+        if not field.nullable and data.column(field.name).null_count:
+            return None
+    try:
+        return data.cast(target)
+    except (ValueError, TypeError, NotImplementedError):  # pyarrow's ArrowInvalid is a ValueError
+        return None
 
 
 def _plain_types(schema: StructType) -> bool:

@@ -31,7 +31,7 @@ from sqlflow.errors import SqlflowError
 from sqlflow.identifiers import quote as quote_ident
 from sqlflow.planning.plan import Sink
 from sqlflow.runtime import ownership, plain_tables
-from sqlflow.runtime.delta import deltalog, interrupted_create, once, partition_path
+from sqlflow.runtime.delta import deltalog, interrupted_create, local_append, once, partition_path
 from sqlflow.runtime.delta.deltalog import TableInfo, quote
 from sqlflow.runtime.env_errors import environment_problem
 
@@ -80,7 +80,8 @@ class BatchId:
 
 def write(spark: SparkSession, sink: Sink, rows: DataFrame | None = None, *, sql: str | None = None,
           replace_where: str | None = None, batch: BatchId | None = None,
-          optimize_write: bool = True, known: TableInfo | None = None) -> WriteResult:
+          optimize_write: bool = True, known: TableInfo | None = None,
+          local: bool = False) -> WriteResult:
     """Write `rows` (or, for a `view`, `sql`) to `sink` and say what was committed.
 
     A partitioned table is written rebalanced by its partition columns (`optimize_write`):
@@ -94,6 +95,11 @@ def write(spark: SparkSession, sink: Sink, rows: DataFrame | None = None, *, sql
     `known`: the table as an earlier write of the same running query found it (`describe`);
     that write made the catalog look-ups, the ownership check and the database, so this one
     skips them (three metastore calls per micro-batch, docs/design.md §2.9).
+
+    `local`: the rows are few (a small micro-batch's output). A journaled `append_once` to a
+    table that exists then hands them to the driver and commits them with delta-rs when the
+    table allows it (`local_append.append_frame`): one Spark job instead of a write job and a
+    Spark commit, about 0.5 s less on two cores. The commit carries the same marker.
     """
     if sink.write != "view" and sink.file_format != "delta":
         if sink.write not in ("replace", "overwrite_partitions") or rows is None:
@@ -136,6 +142,13 @@ def write(spark: SparkSession, sink: Sink, rows: DataFrame | None = None, *, sql
         if earlier is not None:  # a retry: the batch is already in the table
             assert info is not None  # found in the table: it exists
             return dataclasses.replace(committed(spark, sink, earlier, info.location), skipped=True)
+    if (local and sink.write == "append_once" and info is not None and batch is not None
+            and batch.journal is not None):
+        left = local_append.append_frame(spark, info.location, rows,
+                                         user_metadata=once.marker(batch.app_id, batch.batch_id))
+        if left is None:  # appended
+            return _result(spark, sink, before, info.location)
+        rows = left  # Spark writes them, computed once
     try:
         if optimize_write and sink.partition_by:
             rows = rows.hint("rebalance", *[F.col(quote_ident(c)) for c in sink.partition_by])
@@ -148,7 +161,13 @@ def write(spark: SparkSession, sink: Sink, rows: DataFrame | None = None, *, sql
         raise SqlflowError(f"cannot write `{sink.table}`: {str(exc).splitlines()[0]}",
                            hint="if the model's columns changed, drop the table "
                                 f"(`DROP TABLE {sink.table}`) and run again") from exc
-    location = info.location if info is not None else deltalog.describe(spark, sink.table).location
+    return _result(spark, sink, before, info.location if info is not None else None)
+
+
+def _result(spark: SparkSession, sink: Sink, before: int | None, location: str | None) -> WriteResult:
+    """What the write that found the table at version `before` committed."""
+    if location is None:
+        location = deltalog.describe(spark, sink.table).location
     after = deltalog.latest_version(spark, sink.table, location)
     if after is None or after == before:  # Delta made no commit: nothing to write, or a replay
         return WriteResult(sink.table, sink.write, skipped=sink.write == "append_once")

@@ -161,7 +161,11 @@ class MicroBatch(BatchFunction):
         spark, plan, phase = df.sparkSession, self.plan, Phases()
         sources = self.ledger.before(batch_id)  # before caching: an error here leaks nothing
         with phase("new rows"):
-            sides = [self._new_rows(spark, df, batch_id, k) for k in range(len(self.sides))]
+            new = [self._new_rows(spark, df, batch_id, k) for k in range(len(self.sides))]
+        sides = [rows for rows, _ in new]
+        # few new rows make few output rows: the sink append goes through the driver
+        # (`sinks.write(local=True)`); not an outer join's, whose padded rows may be many
+        few = not self.outer and all(small for _, small in new)
         kept: set[int] = set()  # inputs whose new rows a held run keeps cached
         try:
             with phase("stats"):
@@ -219,7 +223,7 @@ class MicroBatch(BatchFunction):
                 rows = sink_partitions.clean(checked)
             with phase("sink"), no_runtime_filter(spark):  # no latest input snapshots built
                 written = write(spark, plan.sink, rows, batch=self._id(app, batch_id),
-                                known=self._sink_info)
+                                known=self._sink_info, local=few)
                 if self._sink_info is None:
                     self._sink_info = deltalog.describe(spark, plan.sink.table)
             if dims is not None and dims.snapshot is not None and (written.version is not None or written.skipped):
@@ -265,8 +269,9 @@ class MicroBatch(BatchFunction):
             newest_ingest_us=max((v for v in stats.max_ingest.values() if v is not None), default=None))
         self._report(report)
 
-    def _new_rows(self, spark: SparkSession, df: DataFrame, batch_id: int, k: int) -> DataFrame:
-        """Input `k`'s rows of this batch: read from its table when they are a whole version of
+    def _new_rows(self, spark: SparkSession, df: DataFrame, batch_id: int, k: int) -> tuple[DataFrame, bool]:
+        """Input `k`'s rows of this batch, and whether they are few (none, or under
+        `input_logs.SMALL_BATCH_BYTES` of files). The rows: read from its table when they are a whole version of
         it (`older.new_rows`), else taken from the envelope, flat and cached (the filter on
         the envelope's side prunes the other inputs' branches, and a cache of flat columns is
         scanned far faster than one of the envelope's structs). A table read is cached only
@@ -278,12 +283,13 @@ class MicroBatch(BatchFunction):
         whole, version = older.new_rows(self.checkpoint, batch_id, k)
         if whole:
             rows = older.table_at(spark, b.relation, version, self.schemas[b.relation])
-            return rows.persist() if self.outer else rows
+            return (rows.persist() if self.outer else rows), version is None
         rows = df.where(F.col(SIDE) == k).select(f"{side_column(k)}.*")
         size = self.logs.added_bytes(spark, b.relation, self.checkpoint, batch_id, k)
-        if size is not None and size <= input_logs.SMALL_BATCH_BYTES:
+        small = size is not None and size <= input_logs.SMALL_BATCH_BYTES
+        if small:
             rows = rows.coalesce(1)
-        return rows.persist()
+        return rows.persist(), small
 
     def _older(self, spark: SparkSession, b: SourceBinding, source: older.Source, batch_id: int,
                keep: list[tuple[str, int, int]] | None) -> DataFrame:
