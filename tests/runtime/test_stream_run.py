@@ -255,6 +255,8 @@ def test_older_rows_come_from_the_inputs_and_only_a_split_commit_is_copied(spark
     assert offsets.end_of(checkpoint, 1, k) is None and offsets.end_of(checkpoint, 2, k) is not None
     copied = {r[0] for r in spark.table(copies).select(state.BATCH_COLUMN).distinct().collect()}
     assert copied == {1}
+    # created by Spark, the copy of a few rows appended from the driver (`local_append`)
+    assert delta_writers(spark, copies) == ["Apache-Spark", "delta-rs"]
     # a later whole commit reads the table again, copies nothing
     append(spark, f"{s.ods}.clicks", [click("s3", at(1, 9, 20)), click("lower", at(1, 10, 5))],
            CLICK_SCHEMA)

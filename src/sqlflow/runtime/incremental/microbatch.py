@@ -66,6 +66,10 @@ from sqlflow.runtime.incremental import held, input_logs, older, padding, state,
 from sqlflow.runtime.ownership import quarantine_sink
 
 SIDE = "__side"
+# a micro-batch of at most this many new rows (all inputs) hands its output and its state
+# rows to the driver, which appends them with delta-rs (`local_append.append_frame`): at
+# 100 bytes a row, some tens of MB of Arrow for an interval join's output
+LOCAL_ROWS = 200_000
 
 
 def side_column(k: int) -> str:
@@ -161,16 +165,16 @@ class MicroBatch(BatchFunction):
         spark, plan, phase = df.sparkSession, self.plan, Phases()
         sources = self.ledger.before(batch_id)  # before caching: an error here leaks nothing
         with phase("new rows"):
-            new = [self._new_rows(spark, df, batch_id, k) for k in range(len(self.sides))]
-        sides = [rows for rows, _ in new]
-        # few new rows make few output rows: the sink append goes through the driver
-        # (`sinks.write(local=True)`); not an outer join's, whose padded rows may be many
-        few = not self.outer and all(small for _, small in new)
+            sides = [self._new_rows(spark, df, batch_id, k) for k in range(len(self.sides))]
         kept: set[int] = set()  # inputs whose new rows a held run keeps cached
         try:
             with phase("stats"):
                 stats = self._stats(sides)
             counts = stats.rows
+            # few new rows (the state appends' rows) make few output rows: both appends go
+            # through the driver (`local_append.append_frame`); not an outer join's sink
+            # append, whose padded rows may be many
+            few = sum(counts.values()) <= LOCAL_ROWS
             for k, b in enumerate(self.sides):
                 if counts.get(k):
                     self.last_rows[b.relation] = began
@@ -223,7 +227,7 @@ class MicroBatch(BatchFunction):
                 rows = sink_partitions.clean(checked)
             with phase("sink"), no_runtime_filter(spark):  # no latest input snapshots built
                 written = write(spark, plan.sink, rows, batch=self._id(app, batch_id),
-                                known=self._sink_info, local=few)
+                                known=self._sink_info, local=few and not self.outer)
                 if self._sink_info is None:
                     self._sink_info = deltalog.describe(spark, plan.sink.table)
             if dims is not None and dims.snapshot is not None and (written.version is not None or written.skipped):
@@ -241,7 +245,7 @@ class MicroBatch(BatchFunction):
                         self._state_location[table] = state.append(
                             spark, table, clean[b.relation], self._id(table, batch_id),
                             indexed=_indexed(b), owner=plan.model,
-                            location=self._state_location.get(table))
+                            location=self._state_location.get(table), local=few)
                         self._state_exists[table] = True
                 self.ledger.record(batch_id, after)
                 if now is not None:
@@ -269,9 +273,8 @@ class MicroBatch(BatchFunction):
             newest_ingest_us=max((v for v in stats.max_ingest.values() if v is not None), default=None))
         self._report(report)
 
-    def _new_rows(self, spark: SparkSession, df: DataFrame, batch_id: int, k: int) -> tuple[DataFrame, bool]:
-        """Input `k`'s rows of this batch, and whether they are few (none, or under
-        `input_logs.SMALL_BATCH_BYTES` of files). The rows: read from its table when they are a whole version of
+    def _new_rows(self, spark: SparkSession, df: DataFrame, batch_id: int, k: int) -> DataFrame:
+        """Input `k`'s rows of this batch: read from its table when they are a whole version of
         it (`older.new_rows`), else taken from the envelope, flat and cached (the filter on
         the envelope's side prunes the other inputs' branches, and a cache of flat columns is
         scanned far faster than one of the envelope's structs). A table read is cached only
@@ -283,13 +286,12 @@ class MicroBatch(BatchFunction):
         whole, version = older.new_rows(self.checkpoint, batch_id, k)
         if whole:
             rows = older.table_at(spark, b.relation, version, self.schemas[b.relation])
-            return (rows.persist() if self.outer else rows), version is None
+            return rows.persist() if self.outer else rows
         rows = df.where(F.col(SIDE) == k).select(f"{side_column(k)}.*")
         size = self.logs.added_bytes(spark, b.relation, self.checkpoint, batch_id, k)
-        small = size is not None and size <= input_logs.SMALL_BATCH_BYTES
-        if small:
+        if size is not None and size <= input_logs.SMALL_BATCH_BYTES:
             rows = rows.coalesce(1)
-        return rows.persist(), small
+        return rows.persist()
 
     def _older(self, spark: SparkSession, b: SourceBinding, source: older.Source, batch_id: int,
                keep: list[tuple[str, int, int]] | None) -> DataFrame:

@@ -23,7 +23,7 @@ from pyspark.sql.types import StructType
 
 from sqlflow.identifiers import quote as quote_ident
 from sqlflow.runtime import ownership
-from sqlflow.runtime.delta import deltalog, interrupted_create, once
+from sqlflow.runtime.delta import deltalog, interrupted_create, local_append, once
 from sqlflow.runtime.delta.sinks import BatchId, quote
 
 BATCH_COLUMN = "__sqlflow_batch"
@@ -36,7 +36,8 @@ def state_table(sink_table: str, model: str, relation: str) -> str:
 
 
 def append(spark: SparkSession, table: str, rows: DataFrame, batch: BatchId,
-           indexed: tuple[str, ...] = (), owner: str = "", location: str | None = None) -> str:
+           indexed: tuple[str, ...] = (), owner: str = "", location: str | None = None,
+           local: bool = False) -> str:
     """Add one micro-batch's clean rows (`batch`: app id = `table`, the micro-batch id, the
     query's journal); a batch already appended is skipped (`once.done`; without a journal, an
     older checkpoint's batch, Delta's `txn`). Returns the table's folder: a running query
@@ -48,6 +49,9 @@ def append(spark: SparkSession, table: str, rows: DataFrame, batch: BatchId,
     A new table collects file statistics for the batch column and `indexed` (the input's
     event-time columns, what `older` and padding filter on) only: statistics on every column
     cost a third of the write, and nothing else is ever filtered on.
+
+    `local`: the rows are few; a journaled append hands them to the driver and commits them
+    with delta-rs where it can (`local_append.append_frame`, as `sinks.write(local=True)`).
     """
     tagged = rows.withColumn(BATCH_COLUMN, F.lit(batch.batch_id).cast("bigint"))
     if location is None and not spark.catalog.tableExists(table):
@@ -68,6 +72,12 @@ def append(spark: SparkSession, table: str, rows: DataFrame, batch: BatchId,
         before = deltalog.latest_version(spark, table, location)
         if once.done(spark, table, batch, before, location) is not None:
             return location  # a replay: the batch's rows are in the table
+        if local:
+            left = local_append.append_frame(spark, location, tagged,
+                                             user_metadata=once.marker(batch.app_id, batch.batch_id))
+            if left is None:
+                return location
+            tagged = left  # Spark appends them, computed once
     tagged.writeTo(table).options(**once.options(batch)).append()
     return location
 
