@@ -151,7 +151,7 @@ def test_a_partition_value_named_otherwise_here_is_written_by_spark(spark, tmp_p
     assert rows_of(spark, spark.table(TABLE)) == sorted(want, key=repr)
 
 
-def test_other_columns_or_a_null_in_a_not_null_column_are_left_to_spark(spark, tmp_path):
+def test_other_columns_or_types_or_a_null_in_a_not_null_column_are_left_to_spark(spark, tmp_path):
     strict = StructType([StructField(f.name, f.dataType, nullable=f.name != "ad_id") for f in SCHEMA.fields])
     location = created(spark, strict)
     nulls = spark.createDataFrame([row(1, ad_id=None)], SCHEMA)
@@ -163,3 +163,10 @@ def test_other_columns_or_a_null_in_a_not_null_column_are_left_to_spark(spark, t
     with pytest.raises(Exception, match="(?i)null|ad_id"):  # Spark's own constraint error
         write(spark, SINK, nulls, batch=BatchId("q1", 0, journal=journal), local=True)
     assert spark.table(TABLE).count() == 0
+    # a frame of the table's columns and types, with no NULL where none may be, is written here
+    narrower = spark.createDataFrame([row(1)], SCHEMA).withColumn("n", F.col("n").cast("bigint"))
+    assert local_append.append_frame(spark, location, narrower) is not None  # Spark casts it
+    fine = spark.createDataFrame([row(2)], SCHEMA)
+    assert local_append.append_frame(spark, location, fine) is None
+    assert engines(spark) == ["Apache-Spark", "delta-rs"]
+    assert rows_of(spark, spark.table(TABLE)) == rows_of(spark, fine)

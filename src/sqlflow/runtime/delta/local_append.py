@@ -151,15 +151,19 @@ def _same_folder(data: Any, partition_columns: Sequence[str]) -> bool:
 
 
 def _cast(data: Any, target: Any) -> Any:
-    """`data` in the table's Arrow schema; None when a value does not cast, or a NOT NULL
-    column holds a NULL (a row Spark refuses with its constraint error: left to Spark)."""
+    """`data` in the table's Arrow schema; None when a column's type is not the table's (a
+    timestamp's zone aside: Spark's store assignment rules decide the rest), or a NOT NULL
+    column holds a NULL (Spark refuses it with its constraint error)."""
+    import pyarrow as pa
+
     for field in target:
-        if not field.nullable and data.column(field.name).null_count:
+        column = data.column(field.name)
+        zoned = pa.types.is_timestamp(column.type) and pa.types.is_timestamp(field.type)
+        if column.type != field.type and not (zoned and column.type.unit == field.type.unit):
             return None
-    try:
-        return data.cast(target)
-    except (ValueError, TypeError, NotImplementedError):  # pyarrow's ArrowInvalid is a ValueError
-        return None
+        if not field.nullable and column.null_count:
+            return None
+    return data.cast(target)
 
 
 def _plain_types(schema: StructType) -> bool:
