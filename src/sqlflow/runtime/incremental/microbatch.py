@@ -25,6 +25,10 @@ rows (rows per input, quarantine reasons, prune ranges, ingest frontiers). For b
 6. append the commit-log rows of the batch (`write` per partition, `dirty` per diverged
    partition), idempotent per batch id.
 
+A batch of at most `LOCAL_ROWS` new rows makes its sink append (not an outer join's) and its
+state appends from the driver: Spark hands the rows over as Arrow, delta-rs commits them with
+the same marker (`sqlflow.runtime.delta.local_append.append_frame`).
+
 Sink before state, and the old view reads batches `< b` only: whichever write a crash
 interrupted, a replay of `b` (same rows, Spark replays an uncommitted batch with the same
 offsets) skips what was committed and redoes the rest, and never sees its own rows as old.
