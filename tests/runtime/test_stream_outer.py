@@ -19,7 +19,7 @@ from datetime import timedelta
 import pytest
 from pyspark.sql import functions as F
 
-from helpers import stop_query
+from helpers import delta_writers, stop_query
 from rowdiff import row_diff
 from runtime.adkit import (
     CLICK_SCHEMA,
@@ -124,6 +124,7 @@ def test_outer_join_with_random_splits_and_a_restart_equals_the_batch_plan(spark
     assert_same(spark, plan.sink.table, truth)
     padded = spark.table(plan.sink.table).where(F.col("imp_ts" if model == "right_samples" else "click_ts").isNull())
     assert padded.count() > 0
+    assert "delta-rs" in delta_writers(spark, plan.sink.table)  # small steps, appended from the driver
     # every micro-batch's sink write is in the commit log, once, with its input offsets
     log = (commitlog.read(spark).where(F.col("table") == plan.sink.table.lower())
            .where(F.col("kind") == "write").collect())
@@ -161,6 +162,7 @@ def test_a_crash_after_the_state_append_copies_no_row_twice(spark, setup):
         location = deltalog.describe(spark, table).location
         versions = list(range(deltalog.latest_version(spark, table, location) + 1))
         assert [a for _, a in deltalog.commit_actions(spark, location, versions) if "txn" in a] == []
+        assert "delta-rs" in delta_writers(spark, table)  # the copies appended from the driver
 
 
 def test_no_cached_frame_reads_a_state_table_when_the_step_appends_to_it(spark, setup):

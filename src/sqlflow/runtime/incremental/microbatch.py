@@ -25,8 +25,8 @@ rows (rows per input, quarantine reasons, prune ranges, ingest frontiers). For b
 6. append the commit-log rows of the batch (`write` per partition, `dirty` per diverged
    partition), idempotent per batch id.
 
-A batch of at most `LOCAL_ROWS` new rows makes its sink append (not an outer join's) and its
-state appends from the driver: Spark hands the rows over as Arrow, delta-rs commits them with
+A batch of at most `LOCAL_ROWS` new rows (and padded rows) makes its sink and state appends
+from the driver: Spark hands the rows over as Arrow, delta-rs commits them with
 the same marker (`sqlflow.runtime.delta.local_append.append_frame`).
 
 Sink before state, and the old view reads batches `< b` only: whichever write a crash
@@ -175,9 +175,9 @@ class MicroBatch(BatchFunction):
             with phase("stats"):
                 stats = self._stats(sides)
             counts = stats.rows
-            # few new rows (the state appends' rows) make few output rows: both appends go
-            # through the driver (`local_append.append_frame`); not an outer join's sink
-            # append, whose padded rows may be many
+            # few new rows (the state appends' rows) make few joined rows: the appends go
+            # through the driver (`local_append.append_frame`); an outer join's sink append
+            # when its padded rows (counted below) are few too
             few = sum(counts.values()) <= LOCAL_ROWS
             for k, b in enumerate(self.sides):
                 if counts.get(k):
@@ -231,7 +231,7 @@ class MicroBatch(BatchFunction):
                 rows = sink_partitions.clean(checked)
             with phase("sink"), no_runtime_filter(spark):  # no latest input snapshots built
                 written = write(spark, plan.sink, rows, batch=self._id(app, batch_id),
-                                known=self._sink_info, local=few and not self.outer)
+                                known=self._sink_info, local=few and sum(pads) <= LOCAL_ROWS)
                 if self._sink_info is None:
                     self._sink_info = deltalog.describe(spark, plan.sink.table)
             if dims is not None and dims.snapshot is not None and (written.version is not None or written.skipped):
