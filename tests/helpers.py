@@ -182,11 +182,9 @@ def table_names(spark, schema: str | None = None, *, temporary: bool = False) ->
 def delta_writers(spark, table: str) -> list[str]:
     """The engine that wrote each commit of Delta table `table`, oldest first: `Apache-Spark`
     or `delta-rs` (sqlflow's appends from the driver, `runtime.delta.local_append`)."""
-    import json
-    from urllib.parse import unquote, urlparse
-
     from sqlflow.runtime.delta import deltalog
 
-    log = Path(unquote(urlparse(deltalog.describe(spark, table).location).path)) / "_delta_log"
-    return [json.loads(p.read_text().splitlines()[0])["commitInfo"].get("engineInfo", "").split("/")[0].split(":")[0]
-            for p in sorted(log.glob("*.json"))]
+    location = deltalog.describe(spark, table).location
+    versions = list(range((deltalog.latest_version(spark, table, location) or 0) + 1))
+    return [action["commitInfo"].get("engineInfo", "").split("/")[0].split(":")[0]
+            for _, action in deltalog.commit_actions(spark, location, versions) if "commitInfo" in action]

@@ -6,8 +6,9 @@ per model write, per routed target and per partition commit of a backfill, one p
 micro-batch). delta-rs (`deltalake.write_deltalake`, a maintained Delta writer; docs/stack.md)
 makes the same append, one Parquet file per partition and one commit, in 20-30 ms. Two
 callers: `append`, the bookkeeping's rows as tuples, and `append_frame`, a small
-micro-batch's output rows (`sinks.write(..., local=True)`): Spark computes them and hands
-them over as Arrow (one job), delta-rs commits them (docs/design.md §2.9).
+micro-batch's output rows and state copies (`sinks.write(..., local=True)`,
+`incremental.state.append(..., local=True)`): Spark computes them and hands them over as
+Arrow (one job), delta-rs commits them (docs/design.md §2.9).
 
 Used only where it writes what Spark would: the table's log is a local folder the driver
 lists (`deltalog.local_log`: not over Spark Connect, not a remote file system, no commits
@@ -123,12 +124,13 @@ def _commit(table: Any, data: Any, user_metadata: str | None) -> None:
         write_deltalake(table, data, mode="append",
                         commit_properties=CommitProperties(
                             custom_metadata={"userMetadata": user_metadata} if user_metadata else None))
-    except (OSError, DeltaError) as exc:  # a full disk, a folder it may not write
-        raise SqlflowError(
+    except (OSError, DeltaError) as exc:  # a full disk, a folder it may not write, a rule
+        raise SqlflowError(           # of the table's (an invariant) a row breaks
             f"cannot append to the Delta table in `{table.table_uri}`: {exc}",
-            hint="check that the folder is writable and its disk has room, then run again "
-                 "(a stream's append is exactly once per micro-batch, a backfill rewrites its "
-                 "partitions)") from exc
+            hint="if the error names a column or a constraint, the model's rows break a rule of "
+                 "the table: fix the model or the table; else check that the folder is writable "
+                 "and its disk has room. Then run again (a stream's append is exactly once per "
+                 "micro-batch, a backfill rewrites its partitions)") from exc
 
 
 def _same_folder(data: Any, partition_columns: Sequence[str]) -> bool:
