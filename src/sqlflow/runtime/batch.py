@@ -8,6 +8,12 @@ For each model, on one SparkSession:
 2. write the quarantine rows to `<model>__quarantine`;
 3. run `plan.sql` and write the sink (`sqlflow.runtime.delta.sinks`).
 
+How many rows each input sends to the quarantine decides step 2 (nothing to write when there
+are none and the table holds none). A whole run into an existing Delta sink counts them while
+the sink write reads the inputs (`sqlflow.runtime.observed_reasons`), so steps 2 and 3 swap:
+the sink first, then the quarantine, with no job of its own to count; any other run, or
+counts that cannot be proven whole, asks first in one job, as step 2.
+
 Routed groups run in `sqlflow.runtime.routed.routing`; `sqlflow.runtime.dispatch` picks.
 
 A backfill range `[start, end]` (inclusive dates of the sink's first partition column) is
@@ -22,9 +28,9 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import date, timedelta
-from functools import reduce
+from functools import partial, reduce
 
 from pyspark.errors import PySparkException
 from pyspark.sql import Column, DataFrame, SparkSession
@@ -33,10 +39,10 @@ from pyspark.sql import functions as F
 from sqlflow.engine.context import Context
 from sqlflow.errors import Location, SqlflowError
 from sqlflow.planning.plan import COMMIT_LOG, BatchPlan
-from sqlflow.runtime import dbt_incremental, fault_points, sink_partitions, snapshot
+from sqlflow.runtime import dbt_incremental, fault_points, observed_reasons, sink_partitions, snapshot
 from sqlflow.runtime import quarantine as Q
 from sqlflow.runtime.analysis_errors import model_errors
-from sqlflow.runtime.delta.deltalog import describe, holds_no_files, latest_version
+from sqlflow.runtime.delta.deltalog import TableInfo, holds_no_files, latest_version, locate
 from sqlflow.runtime.delta.sinks import WriteResult, write
 from sqlflow.runtime.env_errors import environment_problem, written_paths
 from sqlflow.runtime.inputs import range_predicate, read, string_range, write_quarantine
@@ -68,11 +74,12 @@ def run_batch(ctx: Context, plan: BatchPlan, *, start: date | None = None,
         dbt_incremental.refuse_range([plan])
     plan = dbt_incremental.choose(spark, plan, full_refresh=full_refresh)
     began = time.monotonic()
-    _check_plan(spark, plan)
+    tables = _check_plan(spark, plan)
     cached: list[DataFrame] = []
     uses: list = []
     try:
-        reads, quarantined = _bind_inputs(spark, plan, dates, cached, versions or {})
+        watches = _observable(plan, dates, tables)
+        reads, quarantined = _bind_inputs(spark, plan, dates, cached, versions or {}, tables, watches)
         missing = None
         if plan.dim is not None:  # dimensions and READY pinned once for the whole run
             snap = snapshot.pin(spark, plan.dim)
@@ -82,14 +89,21 @@ def run_batch(ctx: Context, plan: BatchPlan, *, start: date | None = None,
             if missing is not None:
                 missing = missing.persist()
                 cached.append(missing)
-                quarantined.append(missing)
+                quarantined.append(partial(_frame, missing))
         checked = _checked(spark, plan, cached)
         poisoned = _poisoned(plan, checked, counted=bool(quarantined))
         if poisoned is not None:
-            quarantined.append(poisoned)
-        q_result, counts = _quarantine(spark, plan, quarantined, dates) if quarantined else (None, ())
+            quarantined.append(partial(_frame, poisoned))
+        if watches is not None and len(watches) != len(quarantined):  # not every input watched
+            watches = None
+        if watches is None:
+            q_result, counts = (_quarantine(spark, plan, quarantined, dates, tables) if quarantined
+                                else (None, ()))
         sink, written = _write_sink(spark, plan, dates, checked)
         fault_points.reached("batch_sink")
+        if watches is not None:  # counted by the sink write, when they are whole
+            q_result, counts = _quarantine(spark, plan, quarantined, dates, tables,
+                                           known=observed_reasons.counts(watches))
         if missing is not None and dates is not None:
             missing = missing.where(F.expr(string_range("dt", dates)))
         # the rows per dimension partition from the written rows while they are cached (else
@@ -126,22 +140,47 @@ def run_batch(ctx: Context, plan: BatchPlan, *, start: date | None = None,
 # --- inputs ---------------------------------------------------------------------------------------
 
 
-def _check_plan(spark: SparkSession, plan: BatchPlan) -> None:
-    """Refuse what cannot run before anything is written: missing inputs, a view over streams."""
+def _check_plan(spark: SparkSession, plan: BatchPlan) -> dict[str, TableInfo]:
+    """Refuse what cannot run before anything is written: missing inputs, a view over streams.
+    Returns the format and location of the inputs, the sink and the quarantine table that
+    exist (`deltalog.locate`: one catalog call a database; lower-case keys)."""
     if plan.sink.write == "view" and any(b.view for b in plan.sources):
         raise SqlflowError(f"model `{plan.model}` is a view over stream inputs", location=Location(plan.path),
                            hint="materialize it as `streaming_table` or `table`")
+    found = locate(spark, [*(b.relation for b in plan.sources), plan.sink.table, plan.quarantine])
     for b in plan.sources:
-        if spark.catalog.tableExists(b.relation):
+        if b.relation.lower() in found or spark.catalog.tableExists(b.relation):
             continue
         hint = ("run `sqlflow demo generate` first" if b.kind == "source" else
                 f"run `{b.input}` first: `sqlflow run --mode batch --select +{plan.model}`")
         raise SqlflowError(f"model `{plan.model}`: input table `{b.relation}` does not exist; {hint}")
+    return found
+
+
+def _observable(plan: BatchPlan, dates: DateRange | None, tables: Mapping[str, TableInfo]) -> list | None:
+    """An empty list to collect the inputs' `observed_reasons.Watch`es in when the sink write
+    can count their quarantine reasons, else None: a whole run (each input's count is checked
+    against its whole snapshot) of an existing Delta `overwrite_partitions` sink (Delta's
+    CREATE TABLE AS SELECT fills no observation) whose quarantine holds input rows only (no
+    dimension's missing rows, no partition value checked row by row, `sink_partitions`)."""
+    sink = plan.sink
+    safe = {c.lower() for c in sink.safe_partitions}
+    if (dates is not None or plan.dim is not None or plan.incremental is not None
+            or sink.write != "overwrite_partitions" or sink.file_format != "delta"
+            or any(c.lower() not in safe for c in sink.partition_by)):
+        return None
+    found = tables.get(sink.table.lower())
+    return [] if found is not None and found.format == "delta" else None
 
 
 def _bind_inputs(spark: SparkSession, plan: BatchPlan, dates: DateRange | None,
-                 cached: list[DataFrame], pinned: Mapping[str, int]):
-    """Register each clean view; return the reads and the quarantine rows of every input.
+                 cached: list[DataFrame], pinned: Mapping[str, int], tables: Mapping[str, TableInfo],
+                 watches: list | None):
+    """Register each clean view; return the reads and, for every input, a function that builds
+    its quarantine rows (built only when they are counted or written: `_quarantine`).
+    `watches` (not None): each input's clean view counts its quarantine reasons as the sink
+    write reads it (`observed_reasons`), and its `Watch` is appended; an input that cannot be
+    watched is split as usual and leaves the list short.
 
     An event input is not cached: the model's SQL reads only the columns it uses, and the
     quarantine reads the input again only when it has rows to hold (`_quarantine`). A cache
@@ -149,7 +188,10 @@ def _bind_inputs(spark: SparkSession, plan: BatchPlan, dates: DateRange | None,
     read it saves (bench/interval_join.py: the batch plan against the hand-written join)."""
     reads, quarantined = [], []
     for b in plan.sources:
-        version = pinned[b.relation] if b.relation in pinned else latest_version(spark, b.relation)
+        info = tables.get(b.relation.lower())
+        location = info.location if info is not None and info.format == "delta" else None
+        version = (pinned[b.relation] if b.relation in pinned
+                   else latest_version(spark, b.relation, location))
         if not b.view:
             reads.append(InputRead(b.relation, version))
             continue
@@ -159,9 +201,18 @@ def _bind_inputs(spark: SparkSession, plan: BatchPlan, dates: DateRange | None,
             low, high = _event_bounds(dates, plan.backfill_margin_us)
             rows = rows.where(Q.in_dates(times, low, high))
         origin = f"{b.relation}@v{version}" if version is not None else b.relation
-        split = Q.split(rows, b, model=plan.model, origin=origin)
-        split.clean.createOrReplaceTempView(b.view)
-        quarantined.append(split.quarantine)
+        reason = Q.reason_of(times, b)
+        found = None
+        if watches is not None and version is not None and location is not None:
+            found = observed_reasons.watch(spark, rows, reason, relation=b.relation, version=version,
+                                           location=location, reasons=Q.reasons_of(times))
+        if found is not None:
+            clean, watched = found
+            watches.append(watched)
+        else:
+            clean = Q.clean(rows, b, model=plan.model, reason=reason)
+        clean.createOrReplaceTempView(b.view)
+        quarantined.append(partial(Q.bad_rows, rows, b, model=plan.model, origin=origin))
         reads.append(InputRead(b.relation, version, b.view))
     return tuple(reads), quarantined
 
@@ -175,11 +226,13 @@ def _event_bounds(dates: DateRange, margin_us: int) -> tuple[Column, Column]:
     return shifted(dates.start, -margin_us), shifted(dates.end + timedelta(days=1), margin_us)
 
 
-def _quarantine(spark: SparkSession, plan: BatchPlan, parts: list[DataFrame],
-                dates: DateRange | None) -> tuple[WriteResult, tuple[QuarantineCount, ...]]:
+def _quarantine(spark: SparkSession, plan: BatchPlan, parts: list[Callable[[], DataFrame]],
+                dates: DateRange | None, tables: Mapping[str, TableInfo],
+                known: tuple[QuarantineCount, ...] | None = None) -> tuple[WriteResult, tuple[QuarantineCount, ...]]:
     """Replace this run's quarantine rows (`write_quarantine`), unless there is nothing to
     replace: no input has a quarantine row and the table holds none (in the range). Returns
-    the write and the rows it wrote per input and reason.
+    the write and the rows it wrote per input and reason. `known`: those counts, already
+    taken by the sink write (`observed_reasons`); None: asked here.
 
     The question is one narrow job that counts the rows per input and reason (the optimizer
     reads only the columns the reason needs), where the write reads every column of every input
@@ -188,24 +241,34 @@ def _quarantine(spark: SparkSession, plan: BatchPlan, parts: list[DataFrame],
     the table is not read again to count them. A table that does not exist yet is created
     empty (from the schema alone: no input is read), so a run always leaves its quarantine
     table."""
+    counts = known if known is not None else _count([build() for build in parts], dates)
+    exists = tables.get(plan.quarantine.lower())  # as the run found it (`_check_plan`)
+    if counts or (exists is not None and _holds_rows(spark, plan.quarantine, exists, dates)):
+        return write_quarantine(spark, plan, [build() for build in parts], dates), counts
+    if not exists:
+        return write_quarantine(spark, plan, [build().limit(0) for build in parts], dates), ()
+    return WriteResult(plan.quarantine, "replace", skipped=True), ()
+
+
+def _frame(rows: DataFrame) -> DataFrame:
+    """`rows`, as a builder of quarantine rows that are built already."""
+    return rows
+
+
+def _count(parts: list[DataFrame], dates: DateRange | None) -> tuple[QuarantineCount, ...]:
+    """The quarantine rows of `parts` (in the range) per input and reason: one narrow job."""
     rows = reduce(DataFrame.unionByName, [p.select("input", "reason", "dt") for p in parts])
     if dates is not None:  # what `write_quarantine` keeps
         rows = rows.where(F.expr(string_range("dt", dates)))
     found = rows.groupBy("input", "reason").count().collect()
-    counts = tuple(QuarantineCount(r["input"], r["reason"], r["count"])
-                   for r in sorted(found, key=lambda r: (r["input"], r["reason"])))
-    exists = spark.catalog.tableExists(plan.quarantine)
-    if counts or (exists and _holds_rows(spark, plan.quarantine, dates)):
-        return write_quarantine(spark, plan, parts, dates), counts
-    if not exists:
-        return write_quarantine(spark, plan, [p.limit(0) for p in parts], dates), ()
-    return WriteResult(plan.quarantine, "replace", skipped=True), ()
+    return tuple(QuarantineCount(r["input"], r["reason"], r["count"])
+                 for r in sorted(found, key=lambda r: (r["input"], r["reason"])))
 
 
-def _holds_rows(spark: SparkSession, table: str, dates: DateRange | None) -> bool:
+def _holds_rows(spark: SparkSession, table: str, info: TableInfo, dates: DateRange | None) -> bool:
     """Whether `table` holds a row (in the range): a quarantine table with no data file says
     so in its log (`deltalog.holds_no_files`, no Spark job); else one row is asked for."""
-    if holds_no_files(spark, describe(spark, table).location):
+    if holds_no_files(spark, info.location):
         return False
     rows = spark.table(table)
     if dates is not None:

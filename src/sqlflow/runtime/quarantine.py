@@ -63,12 +63,14 @@ def split(df: DataFrame, binding: SourceBinding, *, model: str, origin: str) -> 
     `origin` says where the rows were read (`ods.t@v3`, `batch 17`); it is the only
     quarantine column that differs between a backfill and a stream.
     """
+    return Split(clean(df, binding, model=model), bad_rows(df, binding, model=model, origin=origin))
+
+
+def bad_rows(df: DataFrame, binding: SourceBinding, *, model: str, origin: str) -> DataFrame:
+    """`split(df, ...).quarantine` alone (a backfill builds it only when it writes it)."""
     times = event_times(df, binding, model=model)
-    reason = reason_of(times, binding)
-    clean = df.where(reason.isNull())
-    quarantine = rows_of(df, times, model=model, input=F.lit(binding.relation), reason=reason,
-                         origin=origin).where(F.col("reason").isNotNull())
-    return Split(clean, quarantine)
+    return rows_of(df, times, model=model, input=F.lit(binding.relation),
+                   reason=reason_of(times, binding), origin=origin).where(F.col("reason").isNotNull())
 
 
 def clean(df: DataFrame, binding: SourceBinding, *, model: str, reason: Column | None = None) -> DataFrame:
@@ -152,6 +154,13 @@ def reason_of(times: Times, binding: SourceBinding) -> Column:
         .when(event_us < ingest_us - F.lit(binding.allowed_lateness_us), F.lit("late"))
         .when(event_us > ingest_us + F.lit(binding.future_tolerance_us), F.lit("future"))
     )
+
+
+def reasons_of(times: Times) -> tuple[str, ...]:
+    """Every reason `reason_of` can give an input row with these `times` (a Kafka record's
+    payload errors only where the input has them)."""
+    basic = ("null_event_time", "malformed", "late", "future")
+    return basic if times.kafka_error is None else ("oversized", "bad_json", "wrong_type", *basic)
 
 
 def in_dates(times: Times, low: Column, high: Column) -> Column:

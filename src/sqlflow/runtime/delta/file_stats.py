@@ -68,10 +68,10 @@ def extent(table_dir: Path, version: int, columns: list[str]) -> Extent | None:
     unknown: set[str] = set()
     seen: set[str] = set()  # columns with a non-NULL value somewhere
     for add in adds.values():
-        stats = _stats(add)
+        known = stats(add)
         for column in columns:
             name = column.lower()
-            span = _span(stats, name)
+            span = _span(known, name)
             if span is None:
                 unknown.add(name)
             elif span:
@@ -84,7 +84,8 @@ def extent(table_dir: Path, version: int, columns: list[str]) -> Extent | None:
                   frozenset(names - seen - unknown) if adds else frozenset())
 
 
-def _stats(add: dict[str, Any]) -> dict[str, Any] | None:
+def stats(add: dict[str, Any]) -> dict[str, Any] | None:
+    """The statistics of one `add` action (`numRecords`, `minValues`, ...), or None."""
     raw = add.get("stats")
     try:
         found = json.loads(raw) if isinstance(raw, str) else None
