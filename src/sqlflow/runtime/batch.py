@@ -206,7 +206,7 @@ def _bind_inputs(spark: SparkSession, plan: BatchPlan, dates: DateRange | None,
         if watches is not None and version is not None and location is not None:
             found = observed_reasons.watch(spark, rows, reason, relation=b.relation, version=version,
                                            location=location, reasons=Q.reasons_of(times))
-        if found is not None:
+        if found is not None and watches is not None:
             clean, watched = found
             watches.append(watched)
         else:

@@ -85,10 +85,10 @@ def _arrived(observation: Observation, deadline: float) -> dict | None:
     """The observation's metrics once Spark filled them, waiting until `deadline`; None when
     they did not come, or came empty (the plan lost its observation). `Observation.get` would
     block for ever on an observation no query fills: its JVM side's future is polled instead."""
-    try:
-        future = observation._jo.future()  # set by `observe`; pyspark has no public poll
-    except AttributeError:  # not observed (or a pyspark without the JVM object)
+    jvm_side = getattr(observation, "_jo", None)  # set by `observe`; pyspark has no public poll
+    if jvm_side is None:  # not observed (or a pyspark without the JVM object)
         return None
+    future = jvm_side.future()
     while not future.isCompleted():
         if time.monotonic() >= deadline:
             return None
