@@ -196,3 +196,16 @@ def setup_projects(spark, tmp_path: Path, request, prefix: str, models: dict):
     yield Setup(ods, contexts[0], contexts[1], plans[0], plans[1])
     for db in (ods, dw_b, dw_s):
         spark.sql(f"DROP DATABASE IF EXISTS {db} CASCADE")
+
+
+def batch_project(spark, tmp_path: Path, ods: str, dw: str, models: dict):
+    """Fixture body: fresh `ods` and `dw` schemas, an empty `clicks` source, `models` in a
+    project writing `dw`; both schemas dropped afterwards. The test loads `imps` itself."""
+    for db in (ods, dw):
+        spark.sql(f"DROP DATABASE IF EXISTS {db} CASCADE")
+        spark.sql(f"CREATE DATABASE {db}")
+    spark.createDataFrame([], CLICK_SCHEMA).write.format("delta").saveAsTable(f"{ods}.clicks")
+    yield make_project(tmp_path, models=models, yml={"sources.yml": ad_sources_yml(ods)},
+                       profiles_yml=profiles(dw))
+    for db in (ods, dw):
+        spark.sql(f"DROP DATABASE IF EXISTS {db} CASCADE")

@@ -7,8 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from helpers import ad_sources_yml, make_project
-from runtime.adkit import CLICK_SCHEMA, IMP_SCHEMA, at, imp
+from runtime.adkit import IMP_SCHEMA, at, batch_project, imp
 from sqlflow.compiler import compile_project
 from sqlflow.engine.context import Context
 from sqlflow.runtime.batch import run_batch
@@ -21,25 +20,11 @@ SELECT i.req_id, i.ad_id, i.imp_ts,
        date_format(i.imp_ts, 'yyyy-MM-dd') AS dt, date_format(i.imp_ts, 'HH') AS hour
 FROM {{ source('ods', 'imps') }} AS i
 """
-PROFILES = f"""\
-sqlflow:
-  target: local
-  outputs:
-    local: {{type: spark, method: session, host: NA, schema: {DW}}}
-"""
 
 
 @pytest.fixture
 def project(spark, tmp_path):
-    for db in (ODS, DW):
-        spark.sql(f"DROP DATABASE IF EXISTS {db} CASCADE")
-        spark.sql(f"CREATE DATABASE {db}")
-    spark.createDataFrame([], CLICK_SCHEMA).write.format("delta").saveAsTable(f"{ODS}.clicks")
-    root = make_project(tmp_path, models={"m.sql": MODEL}, yml={"sources.yml": ad_sources_yml(ODS)},
-                        profiles_yml=PROFILES)
-    yield root
-    for db in (ODS, DW):
-        spark.sql(f"DROP DATABASE IF EXISTS {db} CASCADE")
+    yield from batch_project(spark, tmp_path, ODS, DW, {"m.sql": MODEL})
 
 
 def _load(spark, rows):

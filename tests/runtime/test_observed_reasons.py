@@ -8,8 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from helpers import ad_sources_yml, make_project
-from runtime.adkit import CLICK_SCHEMA, IMP_SCHEMA, at, imp
+from runtime.adkit import IMP_SCHEMA, at, batch_project, imp
 from sqlflow.compiler import compile_project
 from sqlflow.engine.context import Context
 from sqlflow.runtime import batch
@@ -32,12 +31,6 @@ MODELS = {
     "first.sql": f"{{{{ config(materialized='streaming_table', {PARTS}) }}}}\n"
                  f"{SELECT}\nFROM {{{{ source('ods', 'imps') }}}} AS i\nLIMIT 1\n",
 }
-PROFILES = f"""\
-sqlflow:
-  target: local
-  outputs:
-    local: {{type: spark, method: session, host: NA, schema: {DW}}}
-"""
 CLEAN = [imp(f"r{k}", k, at(1, 10, k)) for k in range(5)]
 LATE = imp("late", 90, at(1, 9, 0), ingest=at(1, 12, 0))  # 3 h late: over 10 min
 FUTURE = imp("future", 91, at(1, 11, 0), ingest=at(1, 10, 0))  # an hour before it happened
@@ -45,15 +38,7 @@ FUTURE = imp("future", 91, at(1, 11, 0), ingest=at(1, 10, 0))  # an hour before 
 
 @pytest.fixture
 def project(spark, tmp_path):
-    for db in (ODS, DW):
-        spark.sql(f"DROP DATABASE IF EXISTS {db} CASCADE")
-        spark.sql(f"CREATE DATABASE {db}")
-    spark.createDataFrame([], CLICK_SCHEMA).write.format("delta").saveAsTable(f"{ODS}.clicks")
-    root = make_project(tmp_path, models=MODELS, yml={"sources.yml": ad_sources_yml(ODS)},
-                        profiles_yml=PROFILES)
-    yield root
-    for db in (ODS, DW):
-        spark.sql(f"DROP DATABASE IF EXISTS {db} CASCADE")
+    yield from batch_project(spark, tmp_path, ODS, DW, MODELS)
 
 
 @pytest.fixture
