@@ -88,7 +88,12 @@ def test_a_rerun_counts_its_quarantine_in_the_sink_write(spark, project, asked):
     assert len(asked) == 1
     assert _reported(again) == [(f"{ODS}.imps", "future", 1), (f"{ODS}.imps", "late", 1)]
     assert _reported(again) == _table_counts(spark, plan.quarantine)
-    assert sorted(r["req_id"] for r in spark.table(plan.sink.table).collect()) == [r[0] for r in CLEAN]
+    held = spark.sql(f"SELECT get_json_object(raw, '$.req_id') AS id, reason, event_time "
+                     f"FROM {plan.quarantine}").collect()
+    assert sorted(tuple(r) for r in held) == [("future", "future", FUTURE[2].replace(tzinfo=None)),
+                                              ("late", "late", LATE[2].replace(tzinfo=None))]
+    sink = sorted(tuple(r) for r in spark.table(plan.sink.table).select("req_id", "ad_id", "imp_ts").collect())
+    assert sink == [(r[0], r[1], r[2].replace(tzinfo=None)) for r in CLEAN]
 
     _load(spark, CLEAN)  # fixed upstream: the old rows are replaced by none, still without asking
     fixed = run_batch(ctx, plan)

@@ -50,7 +50,10 @@ def watch(spark: SparkSession, rows: DataFrame, reason: Column, *, relation: str
           location: str | None, version: int, reasons: tuple[str, ...]) -> tuple[DataFrame, Watch] | None:
     """`rows`' clean rows (REASON NULL), counting its rows and each of `reasons` as they are
     read, and the `Watch` that reads the counts; None when the snapshot's row count is not
-    known (the caller splits the input without observing it)."""
+    known, or the input has a column of the reason's reserved name (the caller splits the
+    input without observing it)."""
+    if REASON in rows.columns:
+        return None
     held = snapshot_rows(spark, location, version)
     if held is None:
         return None
