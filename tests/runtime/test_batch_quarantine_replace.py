@@ -89,3 +89,65 @@ def test_quarantine_rows_are_replaced_and_an_empty_quarantine_is_not_written_aga
     assert not third.quarantine.skipped and third.quarantined == ()
     assert spark.table(plan.quarantine).count() == 0
     assert _rows(spark, plan.sink.table, ["req_id", "ad_id", "imp_ts", "dt", "hour"]) == want
+
+
+def _latest_engine(spark, table):
+    """The engine that made the table's latest commit (its `commitInfo.engineInfo`)."""
+    import json
+    from pathlib import Path
+
+    from sqlflow.runtime.delta import deltalog
+
+    location = deltalog.describe(spark, table).location
+    latest = deltalog.latest_version(spark, table, location)
+    log = Path(location.removeprefix("file:")) / "_delta_log" / f"{latest:020d}.json"
+    info = next(json.loads(line)["commitInfo"] for line in log.read_text().splitlines()
+                if "commitInfo" in line)
+    return info.get("engineInfo", "")
+
+
+def test_a_small_quarantine_is_replaced_from_the_driver_with_the_rows_spark_writes(
+        spark, project, monkeypatch):
+    """A whole run's few quarantine rows replacing an existing table are committed by delta-rs
+    (`LOCAL_QUARANTINE_ROWS`): every column of every row as Spark's replace writes them, the
+    owner kept, the counts reported; an emptied table is known empty from its log (no Spark
+    job asks it for a row) and not written again."""
+    from sqlflow.runtime import batch
+    from sqlflow.runtime.delta import deltalog
+
+    ctx = Context.discover(project)
+    plan = compile_project(project, mode="batch", target=ctx.target).plans["m"]
+    clean = [imp("a", 1, at(1, 10, 0)), imp("b", 2, at(1, 23, 59))]
+    bad = [imp("late", 3, at(1, 9, 0), ingest=at(1, 12, 0)),
+           imp("future", 4, at(2, 11, 0), ingest=at(2, 10, 0)), imp("nul", 5, None, ingest=at(1, 11, 0))]
+    _load(spark, [*clean, *bad])
+    created = run_batch(ctx, plan)  # the table is created by Spark
+    columns = spark.table(plan.quarantine).columns
+
+    def everything():
+        return sorted((tuple(r) for r in spark.table(plan.quarantine).collect()), key=repr)
+
+    by_spark = everything()
+    assert len(by_spark) == 3 and _reported(created) == _counts(spark, plan.quarantine)
+    local = run_batch(ctx, plan)  # an existing table, three rows: replaced from the driver
+    assert _latest_engine(spark, plan.quarantine).startswith("delta-rs")
+    assert spark.table(plan.quarantine).columns == columns and everything() == by_spark
+    assert _reported(local) == _reported(created)
+    props = {r["key"]: r["value"] for r in spark.sql(f"SHOW TBLPROPERTIES {plan.quarantine}").collect()}
+    assert (props.get("sqlflow.model"), props.get("sqlflow.role")) == ("m", "quarantine")
+
+    monkeypatch.setattr(batch, "LOCAL_QUARANTINE_ROWS", 0)  # Spark replaces it: the same rows
+    run_batch(ctx, plan)
+    assert not _latest_engine(spark, plan.quarantine).startswith("delta-rs")
+    assert everything() == by_spark
+    monkeypatch.undo()
+
+    _load(spark, clean)  # fixed upstream: replaced by no row, from the driver
+    emptied = run_batch(ctx, plan)
+    assert _latest_engine(spark, plan.quarantine).startswith("delta-rs")
+    assert not emptied.quarantine.skipped and everything() == []
+    location = deltalog.describe(spark, plan.quarantine).location
+    assert deltalog.holds_no_files(spark, location)  # from the log: delta-rs writes no checksum
+    again = run_batch(ctx, plan)
+    assert again.quarantine.skipped and again.quarantined == ()
+    assert _rows(spark, plan.sink.table, ["req_id"]) == [("a",), ("b",)]

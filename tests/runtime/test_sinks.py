@@ -155,3 +155,41 @@ def test_a_write_given_the_table_as_found_makes_no_catalog_call(spark, monkeypat
     assert write(spark, sink, frame(spark, (2, "b", "2026-11-02")), batch=BatchId("q@1", 1), known=info).skipped
     monkeypatch.undo()
     assert table_rows(spark, sink.table) == [(1, "a", "2026-11-01"), (2, "b", "2026-11-02")]
+
+
+def test_a_located_sink_is_checked_from_its_log_without_asking_the_catalog(spark, monkeypatch):
+    """A batch run locates its tables once (`deltalog.locate`) and passes that to the write
+    (`located`): the write asks the catalog nothing more (no existence check, no DESCRIBE, no
+    CREATE DATABASE), reads the sink's owner and partition columns from its log, and still
+    refuses a table another model owns or one partitioned differently."""
+    from pyspark.sql import SparkSession as Classic
+    from pyspark.sql.catalog import Catalog
+
+    from sqlflow.runtime.delta import deltalog
+
+    sink = Sink(f"{DB}.located", "overwrite_partitions", ("dt",), owner="m", role="sink")
+    write(spark, sink, frame(spark, (1, "a", "2026-11-01")))
+    found = deltalog.locate(spark, [sink.table])
+    calls = []
+    exists, sql = Catalog.tableExists, Classic.sql
+    monkeypatch.setattr(Catalog, "tableExists", lambda self, *a, **k: calls.append(a) or exists(self, *a, **k))
+    monkeypatch.setattr(Classic, "sql", lambda self, q, *a, **k: calls.append(q) or sql(self, q, *a, **k))
+    out = write(spark, sink, frame(spark, (2, "b", "2026-11-01")), located=found)
+    assert calls == [] and (out.rows, [p.spec for p in out.partitions]) == (1, ["dt=2026-11-01"])
+    with pytest.raises(SqlflowError, match="belongs to model `m`"):
+        write(spark, Sink(sink.table, "overwrite_partitions", ("dt",), owner="other", role="sink"),
+              frame(spark, (3, "c", "2026-11-01")), located=found)
+    with pytest.raises(SqlflowError, match=r"partitioned by \(dt\) but its model says \(v\)"):
+        write(spark, Sink(sink.table, "overwrite_partitions", ("v",), owner="m", role="sink"),
+              frame(spark, (3, "c", "x")), located=found)
+    monkeypatch.undo()
+    assert table_rows(spark, sink.table) == [(2, "b", "2026-11-01")]
+    # a table missing from what was located is created, its database too
+    spark.sql("DROP DATABASE IF EXISTS rt_sinks_loc CASCADE")
+    try:
+        fresh = Sink("rt_sinks_loc.t", "overwrite_partitions", ("dt",), owner="m", role="sink")
+        made = write(spark, fresh, frame(spark, (4, "d", "2026-11-02")),
+                     located=deltalog.locate(spark, [fresh.table]))
+        assert made.version == 0 and table_rows(spark, fresh.table) == [(4, "d", "2026-11-02")]
+    finally:
+        spark.sql("DROP DATABASE IF EXISTS rt_sinks_loc CASCADE")

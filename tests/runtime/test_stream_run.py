@@ -112,9 +112,12 @@ def test_a_crash_inside_a_micro_batch_is_replayed_exactly_once(spark, setup, poi
     assert [(b.batch_id, b.replayed) for b in replay] == [(1, True)]
     # batch 1 (few rows, the sink there) was appended from the driver; the replay found it
     assert delta_writers(spark, plan.sink.table)[-1] == "delta-rs"
-    # a later batch joins against state written by the replayed batch
-    append(spark, f"{s.ods}.clicks", [click("lower", at(1, 10, 5)), click("dup", at(1, 15, 2))], CLICK_SCHEMA)
+    # a later batch joins against state written by the replayed batch; its late click goes
+    # to the quarantine table batch 1 created, appended from the driver
+    append(spark, f"{s.ods}.clicks", [click("lower", at(1, 10, 5)), click("dup", at(1, 15, 2)),
+                                      click("late-later", at(1, 10, 6), at(1, 12, 0))], CLICK_SCHEMA)
     assert [b.batch_id for b in run_stream(s.stream, plan).batches] == [2]
+    assert delta_writers(spark, plan.quarantine)[-1] == "delta-rs"
     sink, quarantine = s.truth("attributed")
     assert_same(spark, plan.sink.table, sink)
     assert_same(spark, plan.quarantine, quarantine, drop=("origin",))

@@ -48,6 +48,10 @@ from sqlflow.runtime.env_errors import environment_problem, written_paths
 from sqlflow.runtime.inputs import range_predicate, read, string_range, write_quarantine
 from sqlflow.runtime.results import DateRange, InputRead, QuarantineCount, RunResult
 
+# a quarantine replace of at most this many rows is committed from the driver (`_quarantine`):
+# at about 500 bytes a row (the raw row as JSON), some 25 MB of Arrow
+LOCAL_QUARANTINE_ROWS = 50_000
+
 try:  # a JVM error pyspark does not translate arrives as Py4JJavaError (not with Spark Connect)
     from py4j.protocol import Py4JJavaError
     _SPARK_ERRORS: tuple[type[Exception], ...] = (PySparkException, Py4JJavaError)
@@ -99,7 +103,7 @@ def run_batch(ctx: Context, plan: BatchPlan, *, start: date | None = None,
         if watches is None:
             q_result, counts = (_quarantine(spark, plan, quarantined, dates, tables) if quarantined
                                 else (None, ()))
-        sink, written = _write_sink(spark, plan, dates, checked)
+        sink, written = _write_sink(spark, plan, dates, checked, tables)
         fault_points.reached("batch_sink")
         if watches is not None:  # counted by the sink write, when they are whole
             q_result, counts = _quarantine(spark, plan, quarantined, dates, tables,
@@ -240,13 +244,18 @@ def _quarantine(spark: SparkSession, plan: BatchPlan, parts: list[Callable[[], D
     the run's: the write replaces the quarantine's rows (in the range) with exactly these, so
     the table is not read again to count them. A table that does not exist yet is created
     empty (from the schema alone: no input is read), so a run always leaves its quarantine
-    table."""
+    table. At most `LOCAL_QUARANTINE_ROWS` rows replacing an existing table are handed to the
+    driver and committed by delta-rs (`sinks.write(local=True)`): Spark's replace of a
+    Delta table rebuilds its snapshot before and after the commit (about a second on two
+    cores for the demo's staging models), for a few hundred rows."""
     counts = known if known is not None else _count([build() for build in parts], dates)
     exists = tables.get(plan.quarantine.lower())  # as the run found it (`_check_plan`)
     if counts or (exists is not None and _holds_rows(spark, plan.quarantine, exists, dates)):
-        return write_quarantine(spark, plan, [build() for build in parts], dates), counts
+        few = sum(c.rows for c in counts) <= LOCAL_QUARANTINE_ROWS
+        return write_quarantine(spark, plan, [build() for build in parts], dates, tables,
+                                local=few), counts
     if not exists:
-        return write_quarantine(spark, plan, [build().limit(0) for build in parts], dates), ()
+        return write_quarantine(spark, plan, [build().limit(0) for build in parts], dates, tables), ()
     return WriteResult(plan.quarantine, "replace", skipped=True), ()
 
 
@@ -307,10 +316,12 @@ def _poisoned(plan: BatchPlan, checked: DataFrame | None, *, counted: bool) -> D
 
 
 def _write_sink(spark: SparkSession, plan: BatchPlan, dates: DateRange | None,
-                checked: DataFrame | None) -> tuple[WriteResult, DataFrame | None]:
+                checked: DataFrame | None,
+                tables: Mapping[str, TableInfo]) -> tuple[WriteResult, DataFrame | None]:
     """Write the sink; returns the write and, when they are cached (`checked`) and make up
     the written partitions whole (not an incremental model's merge or append), the rows
-    written."""
+    written. `tables`: the sink as the run located it (`_check_plan`), so the write does not
+    ask the catalog again."""
     if checked is not None:  # its bad rows went to the quarantine (`_poisoned`)
         rows = sink_partitions.clean(checked)
     else:
@@ -325,4 +336,4 @@ def _write_sink(spark: SparkSession, plan: BatchPlan, dates: DateRange | None,
         where = range_predicate(rows, plan.sink.partition_by[0], dates, model=plan.model)
         rows = rows.where(F.expr(where))
     whole = checked is not None and plan.sink.write in ("overwrite_partitions", "replace")
-    return write(spark, plan.sink, rows, replace_where=where), rows if whole else None
+    return write(spark, plan.sink, rows, replace_where=where, located=tables), rows if whole else None

@@ -3,6 +3,7 @@ group's backfill share (`sqlflow.runtime.batch`, `sqlflow.runtime.routed.routing
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import timedelta
 
 from pyspark.sql import DataFrame, SparkSession
@@ -13,6 +14,7 @@ from sqlflow.errors import SqlflowError
 from sqlflow.identifiers import quote as quote_ident
 from sqlflow.planning.plan import BatchPlan, RoutedPlan
 from sqlflow.runtime import quarantine as Q
+from sqlflow.runtime.delta.deltalog import TableInfo
 from sqlflow.runtime.delta.sinks import WriteResult, quote, write
 from sqlflow.runtime.ownership import quarantine_sink
 from sqlflow.runtime.results import DateRange, QuarantineCount
@@ -26,16 +28,20 @@ def read(spark: SparkSession, relation: str, version: int | None) -> DataFrame:
 
 
 def write_quarantine(spark: SparkSession, plan: BatchPlan | RoutedPlan, parts: list[DataFrame],
-                     dates: DateRange | None) -> WriteResult:
-    """Replace this run's quarantine rows: the whole table, or the range's `dt` partitions."""
+                     dates: DateRange | None, located: Mapping[str, TableInfo] | None = None,
+                     *, local: bool = False) -> WriteResult:
+    """Replace this run's quarantine rows: the whole table, or the range's `dt` partitions.
+    `located`: the tables as the run found them; `local`: the rows are few, a whole table's
+    replace may be committed from the driver (both: `sinks.write`)."""
     rows = parts[0]
     for part in parts[1:]:
         rows = rows.unionByName(part)
     if dates is None:
-        return write(spark, quarantine_sink(plan, "replace", Q.PARTITION_BY), rows)
+        return write(spark, quarantine_sink(plan, "replace", Q.PARTITION_BY), rows, located=located,
+                     local=local)
     where = string_range("dt", dates)
     sink = quarantine_sink(plan, "overwrite_partitions", Q.PARTITION_BY)
-    return write(spark, sink, rows.where(F.expr(where)), replace_where=where)
+    return write(spark, sink, rows.where(F.expr(where)), replace_where=where, located=located)
 
 
 def count_quarantine(spark: SparkSession, table: str,

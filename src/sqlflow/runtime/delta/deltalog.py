@@ -28,6 +28,7 @@ import os
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
+from pathlib import Path
 from urllib.parse import unquote, urlparse
 
 from pyspark.errors import AnalysisException
@@ -35,6 +36,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from sqlflow.identifiers import quote_table
+from sqlflow.runtime.delta import logfiles
 
 _PARTITIONS = "# Partition Information"  # rows: one partition column each
 _TRANSFORMS = "# Partitioning"  # how some catalogs print it instead: `Part 0 | dt`
@@ -126,12 +128,21 @@ def from_log(spark: SparkSession, location: str | None) -> TableInfo | None:
 
 
 def holds_no_files(spark: SparkSession, location: str | None) -> bool:
-    """True when the checksum file of the latest commit of the local Delta table at `location`
-    counts no data file (so the table has no row); False when it counts some, or when there is
-    no such file to read (not local, no checksum: the caller asks Spark)."""
+    """True when the local Delta table at `location` has no data file (so no row): as the
+    checksum file of its latest commit counts them, or, for a commit without one (delta-rs
+    writes none), as its log replays (`logfiles.live_adds`); False when it has some, or when
+    neither can be read (not local, a log the replay does not support: the caller asks Spark)."""
     log = local_log(spark, location)
     versions = _versions(log) if log is not None else []
-    return log is not None and bool(versions) and checksum(log, max(versions)).get("numFiles") == 0
+    if log is None or not versions:
+        return False
+    files = checksum(log, max(versions)).get("numFiles")
+    if files is None:
+        try:
+            files = len(logfiles.live_adds(Path(log).parent))
+        except (logfiles.Unsupported, OSError, ValueError, KeyError):
+            return False
+    return files == 0
 
 
 def _versions(log: str) -> list[int]:

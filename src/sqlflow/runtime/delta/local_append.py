@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Literal
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import (
@@ -72,9 +72,12 @@ def append(spark: SparkSession, location: str | None, rows: Sequence[tuple], sch
 
 
 def append_frame(spark: SparkSession, location: str | None, rows: DataFrame,
-                 *, user_metadata: str | None = None) -> DataFrame | None:
+                 *, user_metadata: str | None = None, replace: bool = False) -> DataFrame | None:
     """Append the rows of `rows` to the Delta table at `location` as one commit, computed by
     Spark and handed to the driver as Arrow (for a few rows: they are held in memory).
+    `replace`: the commit replaces every row the table had instead (a whole-table overwrite,
+    which keeps the table's schema, partitioning and properties: only for rows of exactly
+    the table's columns, as the check below makes sure).
 
     None when they were appended. Otherwise the rows the caller writes with Spark instead,
     nothing written: `rows` itself when they were not computed (see the module docstring),
@@ -96,8 +99,8 @@ def append_frame(spark: SparkSession, location: str | None, rows: DataFrame,
     cast = _cast(data, target) if _same_folder(data, table.metadata().partition_columns) else None
     if cast is None:
         return spark.createDataFrame(data, schema=rows.schema)
-    if cast.num_rows:
-        _commit(table, cast, user_metadata)
+    if cast.num_rows or replace:  # a replace by no rows empties the table
+        _commit(table, cast, user_metadata, mode="overwrite" if replace else "append")
     return None
 
 
@@ -116,17 +119,19 @@ def _table(spark: SparkSession, location: str | None) -> Any:
     return table
 
 
-def _commit(table: Any, data: Any, user_metadata: str | None) -> None:
+def _commit(table: Any, data: Any, user_metadata: str | None,
+            mode: Literal["append", "overwrite"] = "append") -> None:
     from deltalake import CommitProperties, write_deltalake
     from deltalake.exceptions import DeltaError
 
     try:
-        write_deltalake(table, data, mode="append",
+        write_deltalake(table, data, mode=mode,
                         commit_properties=CommitProperties(
                             custom_metadata={"userMetadata": user_metadata} if user_metadata else None))
     except (OSError, DeltaError) as exc:  # a full disk, a folder it may not write, a rule
         raise SqlflowError(           # of the table's (an invariant) a row breaks
-            f"cannot append to the Delta table in `{table.table_uri}`: {exc}",
+            f"cannot {'write' if mode == 'overwrite' else 'append'} to the Delta table in "
+            f"`{table.table_uri}`: {exc}",
             hint="if the error names a column or a constraint, the model's rows break a rule of "
                  "the table: fix the model or the table; else check that the folder is writable "
                  "and its disk has room. Then run again (a stream's append is exactly once per "

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from pyspark.errors import AnalysisException
@@ -81,7 +82,7 @@ class BatchId:
 def write(spark: SparkSession, sink: Sink, rows: DataFrame | None = None, *, sql: str | None = None,
           replace_where: str | None = None, batch: BatchId | None = None,
           optimize_write: bool = True, known: TableInfo | None = None,
-          local: bool = False) -> WriteResult:
+          located: Mapping[str, TableInfo] | None = None, local: bool = False) -> WriteResult:
     """Write `rows` (or, for a `view`, `sql`) to `sink` and say what was committed.
 
     A partitioned table is written rebalanced by its partition columns (`optimize_write`):
@@ -96,10 +97,18 @@ def write(spark: SparkSession, sink: Sink, rows: DataFrame | None = None, *, sql
     that write made the catalog look-ups, the ownership check and the database, so this one
     skips them (three metastore calls per micro-batch, docs/design.md §2.9).
 
-    `local`: the rows are few (a small micro-batch's output). A journaled `append_once` to a
-    table that exists then hands them to the driver and commits them with delta-rs when the
-    table allows it (`local_append.append_frame`): one Spark job instead of a write job and a
-    Spark commit, about 0.5 s less on two cores. The commit carries the same marker.
+    `located`: what `deltalog.locate` found of the tables the caller is about to write (a
+    table missing from it does not exist): the catalog is not asked again whether the sink
+    exists, and a local Delta sink's partition columns and owner are read from its log
+    (`deltalog.from_log`); the ownership and partitioning checks run as without it.
+
+    `local`: the rows are few (a small micro-batch's output, a backfill's quarantine rows). A
+    journaled `append_once` to a table that exists then hands them to the driver and commits
+    them with delta-rs when the table allows it (`local_append.append_frame`): one Spark job
+    instead of a write job and a Spark commit, about 0.5 s less on two cores. The commit
+    carries the same marker. A `replace` of an existing Delta table of the rows' columns is
+    made the same way, as a whole-table overwrite (its schema, partitioning and properties
+    kept, as Spark's replace by the same columns keeps them).
     """
     if sink.write != "view" and sink.file_format != "delta":
         if sink.write not in ("replace", "overwrite_partitions") or rows is None:
@@ -121,7 +130,7 @@ def write(spark: SparkSession, sink: Sink, rows: DataFrame | None = None, *, sql
         return WriteResult(sink.table, "view")
     if rows is None:
         raise ValueError(f"a `{sink.write}` sink needs rows")
-    info = known if known is not None else _existing(spark, sink)
+    info = known if known is not None else _existing(spark, sink, located)
     if known is None:
         # docs/semantics.md, "Table ownership"; state tables have reserved `__sqlflow_` names
         if sink.owner and info is not None and sink.role != "state":
@@ -133,8 +142,8 @@ def write(spark: SparkSession, sink: Sink, rows: DataFrame | None = None, *, sql
         if info is not None and info.format != "delta":  # `replace` only (_existing): dbt-spark
             plain_tables.drop(spark, sink.table, info)   # drops a non-Delta relation too
             info = None
-        _ensure_database(spark, sink.table)
         if info is None:  # a create: the folder may hold an interrupted create's files
+            _ensure_database(spark, sink.table)
             interrupted_create.clear(spark, sink.table, sink.owner, sink.role)
     before = None if info is None else deltalog.latest_version(spark, sink.table, info.location)
     if sink.write == "append_once" and batch is not None and batch.journal is not None:
@@ -149,6 +158,11 @@ def write(spark: SparkSession, sink: Sink, rows: DataFrame | None = None, *, sql
         if left is None:  # appended
             return _result(spark, sink, before, info.location)
         rows = left  # Spark writes them, computed once
+    if local and sink.write == "replace" and info is not None and info.format == "delta":
+        left = local_append.append_frame(spark, info.location, rows, replace=True)
+        if left is None:  # replaced
+            return _result(spark, sink, before, info.location)
+        rows = left
     try:
         if optimize_write and sink.partition_by:
             rows = rows.hint("rebalance", *[F.col(quote_ident(c)) for c in sink.partition_by])
@@ -251,13 +265,22 @@ def _records(add: dict) -> int | None:
     return json.loads(stats).get("numRecords") if stats else None
 
 
-def _existing(spark: SparkSession, sink: Sink) -> TableInfo | None:
+def _existing(spark: SparkSession, sink: Sink,
+              located: Mapping[str, TableInfo] | None = None) -> TableInfo | None:
     """The table as the catalog describes it before a write (None: not there yet); refuses a
     table that is not Delta, or is partitioned differently from the sink (unless the write
-    replaces it)."""
-    if not spark.catalog.tableExists(sink.table):
-        return None
-    detail = deltalog.describe(spark, sink.table)
+    replaces it). `located`: `deltalog.locate`'s answer for it (`write`)."""
+    detail = None
+    if located is not None:
+        found = located.get(sink.table.lower())
+        if found is None:
+            return None
+        if found.format == "delta":  # partition columns and owner from the log, when local
+            detail = deltalog.from_log(spark, found.location)
+    if detail is None:
+        if located is None and not spark.catalog.tableExists(sink.table):
+            return None
+        detail = deltalog.describe(spark, sink.table)
     if detail.format != "delta" and sink.write == "replace":
         return detail  # replaced by a Delta table once its owner is checked, as dbt-spark does
     if detail.format != "delta":

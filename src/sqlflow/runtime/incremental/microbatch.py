@@ -25,8 +25,8 @@ rows (rows per input, quarantine reasons, prune ranges, ingest frontiers). For b
 6. append the commit-log rows of the batch (`write` per partition, `dirty` per diverged
    partition), idempotent per batch id.
 
-A batch of at most `LOCAL_ROWS` new rows (and padded rows) makes its sink and state appends
-from the driver: Spark hands the rows over as Arrow, delta-rs commits them with
+A batch of at most `LOCAL_ROWS` new rows (and padded rows) makes its sink, state and
+quarantine appends from the driver: Spark hands the rows over as Arrow, delta-rs commits them with
 the same marker (`sqlflow.runtime.delta.local_append.append_frame`).
 
 Sink before state, and the old view reads batches `< b` only: whichever write a crash
@@ -199,7 +199,7 @@ class MicroBatch(BatchFunction):
                              for k, b in enumerate(self.sides)]
                     q_sink = quarantine_sink(plan, "append_once", Q.PARTITION_BY)
                     write(spark, q_sink, reduce(DataFrame.unionByName, parts),
-                          batch=self._id(f"{app}__quarantine", batch_id))
+                          batch=self._id(f"{app}__quarantine", batch_id), local=few)
             keeps: dict[str, list[tuple[str, int, int]] | None] = {}  # `_keep` per joined input
             with phase("prune"):
                 for b in self.sides:
