@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import pytest
 
+from helpers import delta_writers
 from runtime.adkit import IMP_SCHEMA, at, batch_project, imp
 from sqlflow.compiler import compile_project
 from sqlflow.engine.context import Context
@@ -91,21 +92,6 @@ def test_quarantine_rows_are_replaced_and_an_empty_quarantine_is_not_written_aga
     assert _rows(spark, plan.sink.table, ["req_id", "ad_id", "imp_ts", "dt", "hour"]) == want
 
 
-def _latest_engine(spark, table):
-    """The engine that made the table's latest commit (its `commitInfo.engineInfo`)."""
-    import json
-    from pathlib import Path
-
-    from sqlflow.runtime.delta import deltalog
-
-    location = deltalog.describe(spark, table).location
-    latest = deltalog.latest_version(spark, table, location)
-    log = Path(location.removeprefix("file:")) / "_delta_log" / f"{latest:020d}.json"
-    info = next(json.loads(line)["commitInfo"] for line in log.read_text().splitlines()
-                if "commitInfo" in line)
-    return info.get("engineInfo", "")
-
-
 def test_a_small_quarantine_is_replaced_from_the_driver_with_the_rows_spark_writes(
         spark, project, monkeypatch):
     """A whole run's few quarantine rows replacing an existing table are committed by delta-rs
@@ -130,7 +116,7 @@ def test_a_small_quarantine_is_replaced_from_the_driver_with_the_rows_spark_writ
     by_spark = everything()
     assert len(by_spark) == 3 and _reported(created) == _counts(spark, plan.quarantine)
     local = run_batch(ctx, plan)  # an existing table, three rows: replaced from the driver
-    assert _latest_engine(spark, plan.quarantine).startswith("delta-rs")
+    assert delta_writers(spark, plan.quarantine)[-1] == "delta-rs"
     assert spark.table(plan.quarantine).columns == columns and everything() == by_spark
     assert _reported(local) == _reported(created)
     props = {r["key"]: r["value"] for r in spark.sql(f"SHOW TBLPROPERTIES {plan.quarantine}").collect()}
@@ -138,13 +124,13 @@ def test_a_small_quarantine_is_replaced_from_the_driver_with_the_rows_spark_writ
 
     monkeypatch.setattr(batch, "LOCAL_QUARANTINE_ROWS", 0)  # Spark replaces it: the same rows
     run_batch(ctx, plan)
-    assert not _latest_engine(spark, plan.quarantine).startswith("delta-rs")
+    assert delta_writers(spark, plan.quarantine)[-1] != "delta-rs"
     assert everything() == by_spark
     monkeypatch.undo()
 
     _load(spark, clean)  # fixed upstream: replaced by no row, from the driver
     emptied = run_batch(ctx, plan)
-    assert _latest_engine(spark, plan.quarantine).startswith("delta-rs")
+    assert delta_writers(spark, plan.quarantine)[-1] == "delta-rs"
     assert not emptied.quarantine.skipped and everything() == []
     location = deltalog.describe(spark, plan.quarantine).location
     assert deltalog.holds_no_files(spark, location)  # from the log: delta-rs writes no checksum
