@@ -6,7 +6,7 @@ import datetime as dt
 
 import pytest
 
-from sqlflow.engine.session import spark_conf
+from sqlflow.engine.session import SESSION_DEFAULTS, spark_conf, with_defaults
 from sqlflow.errors import SqlflowError
 from sqlflow.project.profiles import load_target
 
@@ -34,6 +34,27 @@ def test_connect_target(project_dir, monkeypatch):
     target = load_target(project_dir, "sqlflow", "connect")
     assert target.is_connect
     assert target.server_side_parameters["spark.remote"] == "sc://127.0.0.1:15999"
+
+
+DEBUGGING = "spark.python.sql.dataFrameDebugging.enabled"
+
+
+def test_a_classic_session_records_no_python_call_sites_unless_the_profile_asks(project_dir, monkeypatch):
+    local = load_target(project_dir, "sqlflow")
+    conf = spark_conf(local, project_dir)
+    assert DEBUGGING not in conf and with_defaults(local, conf)[DEBUGGING] == "false"
+    assert with_defaults(local, {**conf, DEBUGGING: "true"})[DEBUGGING] == "true"
+    monkeypatch.setenv("SQLFLOW_SPARK_REMOTE", "sc://127.0.0.1:15999")
+    connect = load_target(project_dir, "sqlflow", "connect")
+    assert DEBUGGING not in with_defaults(connect, spark_conf(connect, project_dir))
+
+
+@pytest.mark.spark
+def test_the_session_is_built_with_sqlflows_defaults(spark):
+    from pyspark.errors.utils import is_debugging_enabled
+
+    assert all(spark.conf.get(k) == v for k, v in SESSION_DEFAULTS.items())
+    assert not is_debugging_enabled()  # what PySpark's column functions ask before each call
 
 
 def test_unknown_target_suggests_closest(project_dir):

@@ -288,3 +288,18 @@ def test_cli_stops_at_a_missing_input_with_one_red_line(spark, tmp_path):  # spa
     assert ("error: model `filtered`: input table `rt_batch_gone.imps` does not exist; "
             "run `sqlflow demo generate` first") in res.output
     assert "not run: samples" in res.output
+
+
+def test_an_input_read_from_its_located_folder_is_the_same_snapshot(spark, ctx):
+    from sqlflow.runtime.delta.deltalog import locate
+    from sqlflow.runtime.inputs import read
+
+    table = f"{ODS}.imps_versions"
+    spark.table(f"{ODS}.imps").write.format("delta").saveAsTable(table)
+    spark.table(f"{ODS}.imps").limit(3).write.format("delta").mode("append").saveAsTable(table)
+    location = locate(spark, [table])[table].location
+    for version in (0, 1):
+        by_name, by_folder = read(spark, table, version), read(spark, table, version, location)
+        assert by_folder.schema == by_name.schema
+        assert row_diff(by_name, by_folder).equal
+    assert read(spark, table, 1, location).count() == read(spark, table, 0, location).count() + 3

@@ -106,7 +106,7 @@ def _start(target: Target, conf: dict[str, str]):
 
     later = deferred_conf(target, conf)
     builder = SparkSession.builder
-    for key, value in conf.items():
+    for key, value in with_defaults(target, conf).items():
         if key not in later:
             builder = builder.config(key, value)
     if not target.is_connect:
@@ -128,10 +128,26 @@ def _start(target: Target, conf: dict[str, str]):
     return spark
 
 
+# What sqlflow sets on a classic session unless the profile says otherwise. PySpark's DataFrame
+# debugging (on by default) records the Python call site of every `functions` call and column
+# operator in the JVM: four more round trips each (the active session, the origin class, the
+# stack-trace depth setting, the call site). sqlflow builds its quarantine reasons, statistics
+# and writes with hundreds of them (the interval join's batch run: about 800 round trips, 280
+# without), and the call sites it would add to a runtime error are sqlflow's own lines, not the model's:
+# a model's errors are placed in its file by its SQL (`rendering/sourcemap.py`,
+# `runtime/analysis_errors.py`). Spark reads it only at launch.
+SESSION_DEFAULTS = {"spark.python.sql.dataFrameDebugging.enabled": "false"}
+
 # Settings the JVM reads only at launch: they must be on its command line.
 _LAUNCH_ONLY = ("spark.master", "spark.remote", "spark.app.name", "spark.driver.", "spark.executor.",
                 "spark.jars", "spark.submit.", "spark.sql.warehouse.dir", "spark.sql.extensions",
                 "spark.sql.catalogImplementation", "spark.ui.")
+
+
+def with_defaults(target: Target, conf: dict[str, str]) -> dict[str, str]:
+    """`conf` over `SESSION_DEFAULTS` for a classic session (a Connect client keeps its call
+    sites on its own side, with no round trip, and cannot set a launch setting of the server)."""
+    return conf if target.is_connect else {**SESSION_DEFAULTS, **conf}
 
 
 def deferred_conf(target: Target, conf: dict[str, str]) -> dict[str, str]:

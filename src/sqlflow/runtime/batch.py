@@ -199,7 +199,7 @@ def _bind_inputs(spark: SparkSession, plan: BatchPlan, dates: DateRange | None,
         if not b.view:
             reads.append(InputRead(b.relation, version))
             continue
-        rows = read(spark, b.relation, version)
+        rows = read(spark, b.relation, version, location)
         times = Q.event_times(rows, b, model=plan.model)
         if dates is not None and plan.backfill_margin_us is not None:
             low, high = _event_bounds(dates, plan.backfill_margin_us)
