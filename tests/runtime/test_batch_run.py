@@ -290,14 +290,16 @@ def test_cli_stops_at_a_missing_input_with_one_red_line(spark, tmp_path):  # spa
     assert "not run: samples" in res.output
 
 
-def test_an_input_read_from_its_located_folder_is_the_same_snapshot(spark, ctx):
+def test_an_input_read_from_its_located_folder_is_the_same_snapshot(spark, ctx, tmp_path):
     from sqlflow.runtime.delta.deltalog import locate
     from sqlflow.runtime.inputs import read
 
-    table = f"{ODS}.imps_versions"
-    spark.table(f"{ODS}.imps").write.format("delta").saveAsTable(table)
+    table = f"{ODS}.imps_versions"  # in a folder whose name a URI would escape
+    folder = tmp_path / "a folder%41" / "imps"
+    spark.table(f"{ODS}.imps").write.format("delta").option("path", str(folder)).saveAsTable(table)
     spark.table(f"{ODS}.imps").limit(3).write.format("delta").mode("append").saveAsTable(table)
     location = locate(spark, [table])[table].location
+    assert location is not None and location.endswith("/a folder%41/imps")
     for version in (0, 1):
         by_name, by_folder = read(spark, table, version), read(spark, table, version, location)
         assert by_folder.schema == by_name.schema

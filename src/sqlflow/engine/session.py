@@ -130,7 +130,7 @@ def _start(target: Target, conf: dict[str, str]):
 
 # What sqlflow sets on a classic session unless the profile says otherwise. PySpark's DataFrame
 # debugging (on by default) records the Python call site of every `functions` call and column
-# operator in the JVM: four more round trips each (the active session, the origin class, the
+# operator in the JVM: four or more round trips each (the active session, the origin class, the
 # stack-trace depth setting, the call site). sqlflow builds its quarantine reasons, statistics
 # and writes with hundreds of them (the interval join's batch run: about 800 round trips, 280
 # without), and the call sites it would add to a runtime error are sqlflow's own lines, not the model's:

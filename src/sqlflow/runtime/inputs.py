@@ -24,7 +24,8 @@ def read(spark: SparkSession, relation: str, version: int | None, location: str 
     """The table at `version` (one snapshot for the whole run), or as it is when not Delta.
     `location`: the Delta table's folder as the run located it, read there at `version`
     without asking the catalog again (a third of the time of `VERSION AS OF`'s parse and
-    look-up on two cores; the same files, columns and rows)."""
+    look-up on two cores; the same files, columns and rows). The catalog gives it as Hadoop's
+    unescaped path string (`a folder%41`), which is what `load` takes."""
     if version is None:
         return spark.table(relation)
     if location is not None:
