@@ -133,9 +133,10 @@ def _start(target: Target, conf: dict[str, str]):
 # operator in the JVM: four or more round trips each (the active session, the origin class, the
 # stack-trace depth setting, the call site). sqlflow builds its quarantine reasons, statistics
 # and writes with hundreds of them (the interval join's batch run: about 800 round trips, 280
-# without), and the call sites it would add to a runtime error are sqlflow's own lines, not the model's:
-# a model's errors are placed in its file by its SQL (`rendering/sourcemap.py`,
-# `runtime/analysis_errors.py`). Spark reads it only at launch.
+# without), and the call sites it would add to a runtime error are sqlflow's own lines, not
+# the model's: a model's errors are placed in its file by its SQL (`rendering/sourcemap.py`,
+# `runtime/analysis_errors.py`, which reads SQL query contexts only). Spark reads it only at
+# launch.
 SESSION_DEFAULTS = {"spark.python.sql.dataFrameDebugging.enabled": "false"}
 
 # Settings the JVM reads only at launch: they must be on its command line.
