@@ -245,9 +245,12 @@ def local_log(spark: SparkSession, location: str | None) -> str | None:
     url = urlparse(location)
     if url.scheme not in ("", "file"):
         return None
-    log = os.path.join(unquote(url.path), "_delta_log")
-    if not os.path.isdir(log):
+    # the catalog gives an unescaped path (`a folder%41`); a URI's escaped form is read too
+    found = [p for p in dict.fromkeys((url.path, unquote(url.path)))
+             if os.path.isdir(os.path.join(p, "_delta_log"))]
+    if not found:
         return None
+    log = os.path.join(found[0], "_delta_log")
     staged = os.path.join(log, "_staged_commits")
     if os.path.isdir(staged) and any(n.endswith(".json") for n in os.listdir(staged)):
         return None
