@@ -245,8 +245,10 @@ def local_log(spark: SparkSession, location: str | None) -> str | None:
     url = urlparse(location)
     if url.scheme not in ("", "file"):
         return None
-    # the catalog gives an unescaped path (`a folder%41`); a URI's escaped form is read too
-    found = [p for p in dict.fromkeys((url.path, unquote(url.path)))
+    # the catalog gives an unescaped path (`a folder%41`, `a#b`: no URI parse of it); a URI's
+    # escaped form is read too
+    plain = location[len("file://"):] if location.startswith("file:///") else location.removeprefix("file:")
+    found = [p for p in dict.fromkeys((plain, unquote(url.path)))
              if os.path.isdir(os.path.join(p, "_delta_log"))]
     if not found:
         return None
