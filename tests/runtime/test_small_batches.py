@@ -229,3 +229,79 @@ def test_a_running_query_lets_go_of_batches_no_later_one_can_match_and_still_joi
     monkeypatch.undo()
     sink, quarantine = s.truth("attributed")
     assert_same(spark, plan.sink.table, sink)
+
+
+def test_batches_whose_file_statistics_prove_every_row_clean_run_no_stats_job(spark, setup, monkeypatch):
+    """A running query over commits of rows a few minutes apart, each ingested up to half a minute after its event
+    time (inside the 10 minutes' lateness and 5 minutes' tolerance), shuffled, clicks in
+    random chunks: the Delta statistics of each micro-batch's files prove its rows clean and it
+    counts them without a Spark job (`log_stats`). Commits that hold one late, future or untimed
+    row among clean ones, or a row a millisecond inside a limit, cannot be proven: those
+    batches count with Spark and quarantine exactly those rows. Sink and quarantine equal the
+    batch plan's, row for row."""
+    import random
+
+    from sqlflow.runtime.dispatch import start_stream
+
+    s = setup
+    plan = s.stream_plans["attributed"]
+    rnd = random.Random(2311)
+    imp_commits, clicks = [], []
+    for minute in range(0, 40, 5):  # a commit of impressions every 5 minutes
+        group = []
+        for k in range(4):
+            ts = at(1, 10, minute, rnd.randrange(60), rnd.randrange(10**6))
+            group.append(imp(f"m{minute}-{k}", k, ts, ts + timedelta(microseconds=rnd.randrange(30 * 10**6))))
+            cts = ts + timedelta(microseconds=rnd.randrange(25 * 60 * 10**6))  # some past 20 min
+            clicks.append(click(f"m{minute}-{k}", cts, cts + timedelta(microseconds=rnd.randrange(30 * 10**6))))
+        rnd.shuffle(group)
+        imp_commits.append(group)
+    clicks.sort(key=lambda r: r[-2])  # in ingest order, in random chunks of 2-5
+    click_commits = []
+    while clicks:
+        n = rnd.randint(2, 5)
+        click_commits.append(clicks[:n])
+        clicks = clicks[n:]
+    imp_commits[2] += [imp("late", 1, at(1, 10, 8), at(1, 10, 18, us=1)),  # 10 min + 1 µs late
+                       imp("edge", 1, at(1, 10, 9), at(1, 10, 19))]  # exactly 10 min late: clean
+    click_commits[3] += [click("late", at(1, 10, 8, 30), at(1, 10, 3, 30) - timedelta(microseconds=1)),  # future
+                         click("edge", None, at(1, 10, 19, 1)), click("edge", at(1, 10, 9, 10))]
+    proven, counted = [], []
+    log_stats_of, stats_of = microbatch.MicroBatch._log_stats, microbatch.MicroBatch._stats
+
+    def from_logs(self, spark_, batch_id):
+        found = log_stats_of(self, spark_, batch_id)
+        proven.append((batch_id, found is not None))
+        return found
+
+    def by_spark(self, sides):
+        counted.append(1)
+        return stats_of(self, sides)
+
+    monkeypatch.setattr(microbatch.MicroBatch, "_log_stats", from_logs)
+    monkeypatch.setattr(microbatch.MicroBatch, "_stats", by_spark)
+    query, fn = start_stream(s.stream, plan, trigger="0.5 seconds")
+    try:  # a running query: each commit lands after the one before was processed
+        for n in range(max(len(imp_commits), len(click_commits))):
+            for table, commits, schema in (("imps", imp_commits, IMP_SCHEMA), ("clicks", click_commits, CLICK_SCHEMA)):
+                if n < len(commits):
+                    commit_one(spark, f"{s.ods}.{table}", commits[n], schema)
+            query.processAllAvailable()
+    finally:
+        query.stop()
+    monkeypatch.undo()
+    assert fn.error is None
+    batches = [b for b in fn.reports if b.kind == "batch"]
+    assert [b.batch_id for b in batches] == [b for b, _ in proven]
+    fell_back = [b for b, ok in proven if not ok]
+    assert len(counted) == len(fell_back) and 0 < len(fell_back) < len(proven), proven
+    assert {b.batch_id for b in batches if b.quarantined} <= set(fell_back), (batches, proven)
+    assert sum(b.quarantined for b in batches) == 3  # late, future, untimed
+    sink, quarantine = s.truth("attributed")
+    assert_same(spark, plan.sink.table, sink)
+    assert_same(spark, s.stream_plans["attributed"].quarantine, quarantine, drop=("origin",))
+
+
+def commit_one(spark, table, rows, schema):
+    """One commit of one file."""
+    spark.createDataFrame(rows, schema).coalesce(1).write.format("delta").mode("append").saveAsTable(table)

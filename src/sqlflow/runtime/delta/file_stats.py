@@ -71,12 +71,12 @@ def extent(table_dir: Path, version: int, columns: list[str]) -> Extent | None:
         known = stats(add)
         for column in columns:
             name = column.lower()
-            span = _span(known, name)
-            if span is None:
+            found = span(known, name)
+            if found is None:
                 unknown.add(name)
-            elif span:
+            elif found:
                 seen.add(name)
-                first, last = span
+                first, last = found
                 low, high = ranges.get(name, (first, last))
                 ranges[name] = (min(low, first), max(high, last))
     names = {c.lower() for c in columns}
@@ -94,16 +94,18 @@ def stats(add: dict[str, Any]) -> dict[str, Any] | None:
     return found if isinstance(found, dict) else None
 
 
-def _span(stats: dict[str, Any] | None, column: str) -> tuple[int, int] | tuple[()] | None:
-    """One file's `(low, high)` µs for `column` (widened by Delta's truncation), `()` when
-    every row of it is NULL there, None when its statistics do not say.
+def span(stats: dict[str, Any] | None, column: str, *,
+         widen: bool = True) -> tuple[int, int] | tuple[()] | None:
+    """One file's `(low, high)` µs for `column` (lower case), widened by Delta's truncation
+    (`widen=False`: as recorded, each bound at most a millisecond below the true one), `()`
+    when every row of it is NULL there, None when its statistics do not say.
 
     >>> stats = {"numRecords": 2, "nullCount": {"T": 0},
     ...          "minValues": {"T": "1970-01-01T00:00:00.001Z"},
     ...          "maxValues": {"T": "1970-01-01T01:00:00.002+01:00"}}
-    >>> _span(stats, "t")
-    (0, 2999)
-    >>> _span({"numRecords": 2, "nullCount": {"t": 2}}, "t"), _span({"numRecords": 2}, "t")
+    >>> span(stats, "t"), span(stats, "t", widen=False)
+    ((0, 2999), (1000, 2000))
+    >>> span({"numRecords": 2, "nullCount": {"t": 2}}, "t"), span({"numRecords": 2}, "t")
     ((), None)
     """
     if stats is None:
@@ -116,7 +118,13 @@ def _span(stats: dict[str, Any] | None, column: str) -> tuple[int, int] | tuple[
     high = _micros(_field(stats.get("maxValues"), column))
     if low is None or high is None:
         return None
-    return low - MS, high + MS - 1
+    return (low - MS, high + MS - 1) if widen else (low, high)
+
+
+def nulls(stats: dict[str, Any] | None, column: str) -> int | None:
+    """How many rows of one file are NULL in `column` (lower case); None when not recorded."""
+    found = _field(stats.get("nullCount") if stats else None, column)
+    return found if isinstance(found, int) else None
 
 
 def _field(values: Any, column: str) -> Any:

@@ -104,6 +104,39 @@ def live_adds(table_dir: Path, version: int | None = None) -> dict[str, dict[str
     return files
 
 
+def plain_columns(table_dir: Path) -> bool:
+    """Whether the local Delta table at `table_dir` names its columns in its data files and
+    statistics as its schema does: no column mapping in its newest metadata (the newest
+    checkpoint's, or a later commit's). False when that cannot be read here."""
+    log = table_dir / "_delta_log"
+    try:
+        found = _checkpoint(log)
+        versions = sorted(int(p.name[:-5]) for p in log.iterdir()
+                          if p.name.endswith(".json") and p.name[:-5].isdigit())
+    except (Unsupported, OSError, ValueError):
+        return False
+    start = 0 if found is None else found[0] + 1
+    metadata: dict[str, Any] | None = None
+    try:
+        for v in reversed([v for v in versions if v >= start]):
+            actions = [json.loads(line) for line in (log / f"{v:020d}.json").read_text().splitlines()
+                       if line.strip()]
+            metadata = next((a["metaData"] for a in actions if isinstance(a, dict) and a.get("metaData")), None)
+            if metadata is not None:
+                break
+        if metadata is None and found is not None:
+            import pyarrow.parquet as pq
+
+            for part in found[1]:
+                rows = pq.read_table(part, columns=["metaData"]).column("metaData").to_pylist()
+                metadata = next((m for m in rows if m), metadata)
+    except (OSError, ValueError, KeyError):
+        return False
+    if metadata is None:
+        return False
+    return _map(metadata.get("configuration")).get("delta.columnMapping.mode", "none") == "none"
+
+
 def live_files(table_dir: Path) -> dict[str, dict[str, Any]]:
     """Data file path (relative to the table) -> its partition values, at the latest version
     (`live_adds`)."""

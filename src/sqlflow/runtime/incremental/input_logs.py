@@ -28,7 +28,7 @@ from pathlib import Path
 from pyspark.sql import SparkSession
 
 from sqlflow.runtime import offsets
-from sqlflow.runtime.delta import deltalog, file_stats
+from sqlflow.runtime.delta import deltalog, file_stats, logfiles
 
 # a batch whose new files add up to less than the cost Spark charges for opening ONE file
 # (`spark.sql.files.openCostInBytes`' default) is one task's work
@@ -42,6 +42,7 @@ class InputLogs:
     def __init__(self) -> None:
         self._logs: dict[str, str | None] = {}
         self._extents: dict[tuple[str, int, tuple[str, ...]], file_stats.Extent | None] = {}
+        self._plain: dict[str, bool] = {}  # `logfiles.plain_columns`, asked once per input
 
     def log(self, spark: SparkSession, relation: str) -> str | None:
         """`relation`'s local `_delta_log` folder (None: not local, or not known)."""
@@ -50,10 +51,10 @@ class InputLogs:
             self._logs[relation] = deltalog.local_log(spark, location)
         return self._logs[relation]
 
-    def added_bytes(self, spark: SparkSession, relation: str, checkpoint: Path | None,
-                    batch_id: int, k: int) -> int | None:
-        """The bytes of the data files micro-batch `batch_id` brought of input `k`
-        (`relation`); None when unknown (it starts or ends inside a version, no checksum)."""
+    def _batch_versions(self, spark: SparkSession, relation: str, checkpoint: Path | None,
+                        batch_id: int, k: int) -> tuple[str, offsets.Delivered, offsets.Delivered] | None:
+        """Input `k`'s local log folder and the whole versions micro-batch `batch_id` started
+        and ended on; None when it started or ended inside one, or the log is not local."""
         if checkpoint is None:
             return None
         start = offsets.start_of(checkpoint, batch_id, k)
@@ -61,10 +62,46 @@ class InputLogs:
         log = self.log(spark, relation) if start is not None and end is not None else None
         if log is None or start is None or end is None:
             return None
+        return log, start, end
+
+    def added_bytes(self, spark: SparkSession, relation: str, checkpoint: Path | None,
+                    batch_id: int, k: int) -> int | None:
+        """The bytes of the data files micro-batch `batch_id` brought of input `k`
+        (`relation`); None when unknown (it starts or ends inside a version, no checksum)."""
+        found = self._batch_versions(spark, relation, checkpoint, batch_id, k)
+        if found is None:
+            return None
+        log, start, end = found
         before, after = _size(log, start.version), _size(log, end.version)
         if before is not None and after is not None:
             return after - before
         return _added(log, start.version, end.version)
+
+    def new_files(self, spark: SparkSession, relation: str, checkpoint: Path | None,
+                  batch_id: int, k: int) -> list[dict] | None:
+        """The `add` actions of the data files whose rows micro-batch `batch_id` brought of
+        input `k` (`relation`), with their statistics: the table as of its end version when the
+        query had delivered nothing of it before, else the files the commits after its start
+        version added (`_commit_adds`). None when unknown: the batch starts or ends inside a
+        version, the log is not local or not read exactly here (column mapping: its statistics
+        name physical columns), or `_commit_adds` says so."""
+        found = self._batch_versions(spark, relation, checkpoint, batch_id, k)
+        if found is None:
+            return None
+        log, start, end = found
+        if end.version is None or end.version == start.version:
+            return []
+        table_dir = Path(os.path.dirname(log))
+        if relation not in self._plain:
+            self._plain[relation] = logfiles.plain_columns(table_dir)
+        if not self._plain[relation]:
+            return None
+        if start.version is not None:
+            return _commit_adds(log, start.version, end.version)
+        try:
+            return list(logfiles.live_adds(table_dir, end.version).values())
+        except (logfiles.Unsupported, OSError, ValueError):
+            return None
 
     def extent(self, spark: SparkSession, relation: str, version: int,
                columns: tuple[str, ...]) -> file_stats.Extent | None:
@@ -90,25 +127,43 @@ def _size(log: str, version: int | None) -> int | None:
 
 def _added(log: str, start: int | None, end: int | None) -> int | None:
     """The bytes of the data files the commits after version `start` up to `end` added, read
-    from their JSON (None: more than `SUMMED_COMMITS` commits, or one of them missing)."""
+    from their JSON (None: see `_commit_adds`)."""
+    adds = _commit_adds(log, start, end)
+    if adds is None:
+        return None
+    sizes = [add.get("size") for add in adds]
+    return sum(sizes) if all(isinstance(n, int) for n in sizes) else None  # type: ignore[arg-type]
+
+
+def _commit_adds(log: str, start: int | None, end: int | None) -> list[dict] | None:
+    """The `add` actions of the data files the commits after version `start` up to `end`
+    brought a stream (`dataChange`), read from their JSON; None when they cannot be told
+    exactly: more than `SUMMED_COMMITS` commits, one of them missing or unreadable, or one that
+    a Delta stream source does not pass as plain appends (a data-changing `remove`, a
+    deletion vector, a metadata change after the table's first commit)."""
     first = 0 if start is None else start + 1
     if end is None or end < first:
-        return 0
+        return []
     if end - first + 1 > SUMMED_COMMITS:
         return None
-    total = 0
+    adds = []
     for version in range(first, end + 1):
         path = os.path.join(log, f"{version:020d}.json")
         try:
             with open(path, encoding="utf-8") as f:
-                lines = [json.loads(line) for line in f if line.strip()]
+                actions = [json.loads(line) for line in f if line.strip()]
         except (OSError, ValueError):
             return None
-        for action in lines:
-            add = action.get("add") if isinstance(action, dict) else None
+        for action in actions:
+            if not isinstance(action, dict):
+                return None
+            add, remove = action.get("add"), action.get("remove")
+            if isinstance(remove, dict) and remove.get("dataChange", True):
+                return None
+            if action.get("metaData") and start is not None:  # a table's first commit has its own
+                return None
             if isinstance(add, dict) and add.get("dataChange", True):
-                size = add.get("size")
-                if not isinstance(size, int):
+                if add.get("deletionVector"):
                     return None
-                total += size
-    return total
+                adds.append(add)
+    return adds

@@ -66,7 +66,7 @@ from sqlflow.runtime.batchfn import BatchFunction, Phases
 from sqlflow.runtime.delta import commitlog, deltalog, once
 from sqlflow.runtime.delta.no_runtime_filter import no_runtime_filter
 from sqlflow.runtime.delta.sinks import BatchId, WriteResult, committed, write
-from sqlflow.runtime.incremental import held, input_logs, older, padding, state, window
+from sqlflow.runtime.incremental import held, input_logs, log_stats, older, padding, state, window
 from sqlflow.runtime.ownership import quarantine_sink
 
 SIDE = "__side"
@@ -173,7 +173,7 @@ class MicroBatch(BatchFunction):
         kept: set[int] = set()  # inputs whose new rows a held run keeps cached
         try:
             with phase("stats"):
-                stats = self._stats(sides)
+                stats = self._log_stats(spark, batch_id) or self._stats(sides)
             counts = stats.rows
             # few new rows (the state appends' rows) make few joined rows: the appends go
             # through the driver (`local_append.append_frame`); an outer join's sink append
@@ -185,7 +185,8 @@ class MicroBatch(BatchFunction):
             clean = {}
             for k, b in enumerate(self.sides):
                 # the stats' quarantine rule, not a second copy of its column expressions
-                clean[b.relation] = Q.clean(sides[k], b, model=plan.model, reason=stats.reason_of.get(k))
+                clean[b.relation] = sides[k] if stats.proven_clean else \
+                    Q.clean(sides[k], b, model=plan.model, reason=stats.reason_of.get(k))
                 assert b.view is not None  # a stream side is read through its delta view
                 clean[b.relation].createOrReplaceTempView(b.view)
             app = self.app_id()
@@ -518,6 +519,45 @@ class MicroBatch(BatchFunction):
                 stats.max_ingest.setdefault(b.relation, None)
         return stats
 
+    def _log_stats(self, spark: SparkSession, batch_id: int) -> Stats | None:
+        """`_stats` without a Spark job, from the Delta statistics of the files each input's new
+        rows came in, when they prove every new row clean (`log_stats`); None: they do not
+        (or are not known here, or the join is an outer one), and `_stats` counts."""
+        if self.outer or self.checkpoint is None:
+            return None
+        ranges = self._ranges()
+        stats = Stats(proven_clean=True)
+        for k, b in enumerate(self.sides):
+            rule = self._rule(b, ranges)
+            adds = None if rule is None else self.logs.new_files(spark, b.relation, self.checkpoint, batch_id, k)
+            found = None if rule is None or adds is None else log_stats.prove_clean(adds, rule)
+            if found is None:
+                return None
+            stats.rows[k] = found.rows
+            if found.rows and b.ingest_time:
+                stats.max_ingest[b.relation] = found.newest_ingest_us
+            for r in ranges:
+                if found.rows and r.other == b.relation and r.other_column.lower() in found.ranges:
+                    stats.bounds[r] = found.ranges[r.other_column.lower()]
+        for b in self.sides:
+            if b.ingest_time:
+                stats.max_ingest.setdefault(b.relation, None)
+        return stats
+
+    def _rule(self, b: SourceBinding, ranges: list[PruneRange]) -> log_stats.Rule | None:
+        """What `log_stats` must prove of `b`'s new rows; None when its statistics cannot prove
+        it: an event time, ingest time or ranged column that is not a TIMESTAMP (a STRING's
+        statistics are not in time order), a declared column the rows lack (`_stats` says so),
+        or a Kafka payload's error column (a reason no statistic rules out)."""
+        fields = {f.name.lower(): f for f in self.schemas[b.relation].fields}
+        ingest = (b.ingest_time or "").lower() or None
+        ranged = tuple(dict.fromkeys(r.other_column.lower() for r in ranges if r.other == b.relation))
+        needed = [(b.event_time or "").lower(), *ranged] + ([ingest] if ingest else [])
+        if Q.KAFKA_ERROR.lower() in fields or not all(
+                c in fields and isinstance(fields[c].dataType, TimestampType) for c in needed):
+            return None
+        return log_stats.Rule(needed[0], ingest, b.allowed_lateness_us, b.future_tolerance_us, ranged)
+
     def _stat_columns(self, k: int, rows: DataFrame, ranges: list[PruneRange]) -> tuple[list[Column], Column]:
         """Input `k`'s aggregates for `_stats` and its quarantine reason column, built at the
         query's first micro-batch and reused by every later one (per column layout of the new
@@ -782,6 +822,7 @@ class Stats:
     reasons: dict[str, int] = dataclasses.field(default_factory=dict)
     bounds: dict[PruneRange, tuple[int, int]] = dataclasses.field(default_factory=dict)
     max_ingest: dict[str, int | None] = dataclasses.field(default_factory=dict)
+    proven_clean: bool = False  # from the files' statistics: every new row is clean (`log_stats`)
 
 
 def _indexed(b: SourceBinding) -> tuple[str, ...]:
