@@ -91,6 +91,27 @@ def test_a_table_in_a_folder_a_uri_would_escape_is_read_from_its_log(spark, tmp_
     assert deltalog.local_log(spark, folder.as_uri()) == str(folder / "_delta_log")  # escaped
 
 
+def test_a_managed_table_of_a_database_in_such_a_folder_is_placed_where_spark_puts_it(spark, tmp_path):
+    """`interrupted_create.table_folder` (where an interrupted create's debris is looked for)
+    names the folder Spark gives a managed table of a database whose folder a URI would
+    escape. Unlike a table's location (above), the catalog gives a database's as an escaped
+    URI, so its URI-unescaped path is the folder."""
+    from sqlflow.runtime.delta import interrupted_create
+
+    db = "rt_deltalog_odd_db"
+    spark.sql(f"DROP DATABASE IF EXISTS {db} CASCADE")
+    home = tmp_path / "a folder%41#x"
+    spark.sql(f"CREATE DATABASE {db} LOCATION '{home}'")
+    try:
+        spark.sql(f"CREATE TABLE {db}.Made (id BIGINT) USING delta")
+        made = deltalog.local_log(spark, deltalog.describe(spark, f"{db}.made").location)
+        assert made == str(home / "made" / "_delta_log")
+        assert interrupted_create.table_folder(spark, f"{db}.Made") == str(home / "made")
+        assert interrupted_create.table_folder(spark, f"{db}.next") == str(home / "next")
+    finally:
+        spark.sql(f"DROP DATABASE IF EXISTS {db} CASCADE")
+
+
 def test_a_commit_file_removed_by_log_clean_up_is_skipped_on_both_paths(spark, tmp_path, monkeypatch):
     table = f"{DB}.cleaned"
     spark.sql(f"CREATE TABLE {table} (id BIGINT) USING delta")
