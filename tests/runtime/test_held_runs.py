@@ -77,6 +77,24 @@ def test_each_held_batch_is_one_cached_partition_released_with_the_run():
     assert new.dropped and new.compact.dropped
 
 
+def test_a_batch_reads_the_held_batches_in_a_task_per_task_rows_not_one_per_batch(monkeypatch):
+    h = held.Held()
+    h.start("t", 0, table("v0"), 1)
+    for batch, names in enumerate((["a", "b"], ["c"], ["d", "e"]), start=1):
+        frame = Frame(names)
+        assert h.extend("t", batch, batch - 1, batch, frame, frame, len(names))
+    parts = h.parts("t", 3, 4)
+    assert parts[0] == ["v0"]  # the table as of the run's base, as it was
+    assert parts[1:] == [["a", "b", "c", "d", "e"]] and parts[1].partitions == 1
+    monkeypatch.setattr(held, "TASK_ROWS", 4)  # 5 rows held: two tasks
+    parts = h.parts("t", 3, 4)
+    assert parts[1:] == [["a", "b", "c", "d", "e"]] and parts[1].partitions == 2
+    monkeypatch.setattr(held, "TASK_ROWS", 2)  # three tasks: one per batch, as held
+    parts = h.parts("t", 3, 4)
+    assert parts[1:] == [["a", "b"], ["c"], ["d", "e"]]
+    assert all(p.partitions == 1 and p.compact is None for p in parts[1:])  # each its own one
+
+
 def test_a_run_serves_only_the_version_it_reaches_and_later_batches():
     h = held.Held()
     h.start("t", 3, table("v1"), 1)
@@ -119,6 +137,7 @@ def test_every_max_batches_the_held_batches_become_one_partition_and_the_run_goe
     snapshot of the input): the held batches are merged into one cached partition, filled
     before their own caches are released, and the rows stay the table's."""
     monkeypatch.setattr(held, "MAX_BATCHES", 2)
+    monkeypatch.setattr(held, "TASK_ROWS", 1)  # a task per held batch: each seen below
     h = held.Held()
     h.start("t", 0, table("v0"), 1)
     pieces = [Frame([f"v{i}"]) for i in (1, 2, 3)]

@@ -106,7 +106,7 @@ def test_the_files_a_batch_brought_are_the_data_changing_adds_of_its_commits(tmp
     assert [a["path"] for a in input_logs._commit_adds(str(log), None, 1)] == ["a", "b"]
     assert [a["path"] for a in input_logs._commit_adds(str(log), 1, 3)] == ["c"]
     assert input_logs._commit_adds(str(log), 3, 3) == []
-    assert input_logs._added(str(log), None, 3) == 7
+    assert input_logs._summed(input_logs._commit_adds(str(log), None, 3)) == 7
     _commit(log, 4, {"remove": {"path": "b", "dataChange": True}})  # a delete: no plain append
     _commit(log, 5, METADATA)  # a schema change after the first commit
     _commit(log, 6, {"add": {"path": "d", "size": 5, "deletionVector": {"storageType": "u"}}})
@@ -114,6 +114,20 @@ def test_the_files_a_batch_brought_are_the_data_changing_adds_of_its_commits(tmp
         assert input_logs._commit_adds(str(log), v - 1, v) is None, v
     assert input_logs._commit_adds(str(log), 6, 7) is None  # a commit the log does not hold
     assert input_logs._commit_adds(str(log), -1, input_logs.SUMMED_COMMITS + 5) is None  # too many
+
+
+def test_a_batch_reads_its_commits_once_for_its_size_and_its_files(tmp_path, monkeypatch):
+    log = tmp_path / "_delta_log"
+    _commit(log, 0, METADATA, {"add": {"path": "a", "size": 1}})
+    _commit(log, 1, {"add": {"path": "b", "size": 2}})
+    reads = []
+    real = input_logs._commit_adds
+    monkeypatch.setattr(input_logs, "_commit_adds", lambda *a: reads.append(a) or real(*a))
+    logs = input_logs.InputLogs()
+    for _ in range(2):  # `added_bytes`, then `new_files`, of one batch
+        assert [a["path"] for a in logs._commit_adds(str(log), 0, 1)] == ["b"]
+    assert [a["path"] for a in logs._commit_adds(str(log), None, 1)] == ["a", "b"]  # the next batch
+    assert reads == [(str(log), 0, 1), (str(log), None, 1)]
 
 
 def test_a_table_with_column_mapping_does_not_name_its_statistics_by_column(tmp_path):
@@ -126,3 +140,9 @@ def test_a_table_with_column_mapping_does_not_name_its_statistics_by_column(tmp_
     _commit(log, 2, mapped)
     assert not logfiles.plain_columns(tmp_path)
     assert not logfiles.plain_columns(tmp_path / "nowhere")
+    gap = tmp_path / "gap"
+    _commit(gap / "_delta_log", 0, METADATA)
+    _commit(gap / "_delta_log", 2, {"add": {"path": "a", "size": 1}})  # no commit 1: not read here
+    assert not logfiles.plain_columns(gap)
+    _commit(gap / "_delta_log", 1, {"add": {"path": "b", "size": 1}})
+    assert logfiles.plain_columns(gap)

@@ -110,9 +110,8 @@ def span(stats: dict[str, Any] | None, column: str, *,
     """
     if stats is None:
         return None
-    count = stats.get("numRecords")
-    nulls = _field(stats.get("nullCount"), column)
-    if isinstance(count, int) and isinstance(nulls, int) and nulls >= count:
+    count, none = stats.get("numRecords"), nulls(stats, column)
+    if isinstance(count, int) and none is not None and none >= count:
         return ()
     low = _micros(_field(stats.get("minValues"), column))
     high = _micros(_field(stats.get("maxValues"), column))

@@ -8,7 +8,8 @@ makes the same append, one Parquet file per partition and one commit, in 20-30 m
 callers: `append`, the bookkeeping's rows as tuples, and `append_frame`, a small
 micro-batch's output rows and state copies (`sinks.write(..., local=True)`,
 `incremental.state.append(..., local=True)`): Spark computes them and hands them over as
-Arrow (one job), delta-rs commits them (docs/design.md §2.9).
+Arrow (one job), delta-rs commits them (docs/design.md §2.9). The `deltalake.DeltaTable` an
+append goes through is kept for the thread's next append to the same table (`open_tables`).
 
 Used only where it writes what Spark would: the table's log is a local folder the driver
 lists (`deltalog.local_log`: not over Spark Connect, not a remote file system, no commits
@@ -48,7 +49,7 @@ from pyspark.sql.types import (
 
 from sqlflow.errors import SqlflowError
 from sqlflow.runtime import literal_rows
-from sqlflow.runtime.delta import deltalog
+from sqlflow.runtime.delta import deltalog, open_tables
 
 _ARROW = {StringType: "string", LongType: "int64", BooleanType: "bool_"}
 # the column types a frame's rows may have: each maps to one Arrow type both writers store alike
@@ -64,10 +65,10 @@ def append(spark: SparkSession, location: str | None, rows: Sequence[tuple], sch
     """Append `rows` (tuples in `schema`'s column order) to the Delta table at `location` as
     one commit; False, having written nothing, when this process cannot write it as Spark
     would (see the module docstring)."""
-    table = _table(spark, location) if _plain_types(schema) else None
-    if table is None:
+    found = _table(spark, location) if _plain_types(schema) else None
+    if found is None:
         return False
-    _commit(table, _arrow(rows, schema), user_metadata)
+    _commit(*found, _arrow(rows, schema), user_metadata)
     return True
 
 
@@ -86,9 +87,10 @@ def append_frame(spark: SparkSession, location: str | None, rows: DataFrame,
     table's is left to Spark too, which refuses it with its own message."""
     if not all(isinstance(f.dataType, _FLAT) for f in rows.schema.fields):
         return rows
-    table = _table(spark, location)
-    if table is None:
+    found = _table(spark, location)
+    if found is None:
         return rows
+    folder, table = found
     import pyarrow as pa
 
     target = pa.schema(table.schema().to_arrow())
@@ -100,26 +102,26 @@ def append_frame(spark: SparkSession, location: str | None, rows: DataFrame,
     if cast is None:
         return spark.createDataFrame(data, schema=rows.schema)
     if cast.num_rows or replace:  # a replace by no rows empties the table
-        _commit(table, cast, user_metadata, mode="overwrite" if replace else "append")
+        _commit(folder, table, cast, user_metadata, mode="overwrite" if replace else "append")
     return None
 
 
-def _table(spark: SparkSession, location: str | None) -> Any:
-    """The `deltalake.DeltaTable` at `location` when this process may append to it as Spark
-    would (a local log, a protocol of writer version 2 or lower without table features)."""
+def _table(spark: SparkSession, location: str | None) -> tuple[str, Any] | None:
+    """The folder and `deltalake.DeltaTable` at `location` when this process may append to it
+    as Spark would (a local log, a protocol of writer version 2 or lower without table
+    features)."""
     log = deltalog.local_log(spark, location)
     if log is None:
         return None
-    from deltalake import DeltaTable  # 0.2 s first import
-
-    table = DeltaTable(os.path.dirname(log))
+    folder = os.path.dirname(log)
+    table = open_tables.table(folder)  # kept from this thread's last append
     protocol = table.protocol()
     if protocol.min_writer_version > 2 or protocol.writer_features:
         return None
-    return table
+    return folder, table
 
 
-def _commit(table: Any, data: Any, user_metadata: str | None,
+def _commit(folder: str, table: Any, data: Any, user_metadata: str | None,
             mode: Literal["append", "overwrite"] = "append") -> None:
     from deltalake import CommitProperties, write_deltalake
     from deltalake.exceptions import DeltaError
@@ -128,8 +130,12 @@ def _commit(table: Any, data: Any, user_metadata: str | None,
         write_deltalake(table, data, mode=mode,
                         commit_properties=CommitProperties(
                             custom_metadata={"userMetadata": user_metadata} if user_metadata else None))
-    except (OSError, DeltaError) as exc:  # a full disk, a folder it may not write, a rule
-        raise SqlflowError(           # of the table's (an invariant) a row breaks
+    except BaseException as exc:
+        open_tables.forget(folder)  # its state is not trusted after a failed write
+        if not isinstance(exc, (OSError, DeltaError)):
+            raise
+        # a full disk, a folder it may not write, a rule of the table's (an invariant) a row breaks
+        raise SqlflowError(
             f"cannot {'write' if mode == 'overwrite' else 'append'} to the Delta table in "
             f"`{table.table_uri}`: {exc}",
             hint="if the error names a column or a constraint, the model's rows break a rule of "

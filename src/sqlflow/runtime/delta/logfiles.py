@@ -72,56 +72,60 @@ def _apply(files: dict[str, dict[str, Any]], action: dict[str, Any]) -> None:
             raise Unsupported("the table uses column mapping")
 
 
-def live_adds(table_dir: Path, version: int | None = None) -> dict[str, dict[str, Any]]:
-    """Data file path (relative to the table) -> its `add` action (partition values, size,
-    statistics), at the latest version or at `version`. Raises FileNotFoundError when the
-    folder is not a Delta table, Unsupported (above), and Unsupported for a `version` the log
-    no longer holds."""
-    log = table_dir / "_delta_log"
+def _segment(log: Path, version: int | None = None) -> tuple[tuple[int, list[Path]] | None, list[int]]:
+    """What a snapshot of the table at its latest version (or at `version`) is replayed from:
+    the newest checkpoint at or before it (`_checkpoint`) and the versions of the commits after
+    it, in order. Raises Unsupported for a gap in them or a `version` the log no longer holds."""
     versions = sorted(int(p.name[:-5]) for p in log.iterdir()
                       if p.name.endswith(".json") and p.name[:-5].isdigit())
     if version is not None:
         versions = [v for v in versions if v <= version]
-    files: dict[str, dict[str, Any]] = {}
-    start = 0
     found = _checkpoint(log, version)
-    if found is not None:
-        import pyarrow.parquet as pq
-
-        start = found[0] + 1
-        for part in found[1]:
-            for row in pq.read_table(part, columns=["add", "remove", "metaData"]).to_pylist():
-                _apply(files, {k: v for k, v in row.items() if v})
+    start = 0 if found is None else found[0] + 1
     todo = [v for v in versions if v >= start]
     if todo != list(range(start, start + len(todo))) or not todo and found is None:
         raise Unsupported(f"the log's versions after {start - 1} are not contiguous")
     if version is not None and (todo[-1] if todo else start - 1) != version:
         raise Unsupported(f"the log holds no version {version}")
+    return found, todo
+
+
+def _commit(log: Path, version: int) -> list[dict[str, Any]]:
+    """The actions of commit `version`, in order."""
+    text = (log / f"{version:020d}.json").read_text()
+    return [json.loads(line) for line in text.splitlines() if line.strip()]
+
+
+def live_adds(table_dir: Path, version: int | None = None) -> dict[str, dict[str, Any]]:
+    """Data file path (relative to the table) -> its `add` action (partition values, size,
+    statistics), at the latest version or at `version`. Raises FileNotFoundError when the
+    folder is not a Delta table, Unsupported (above), and Unsupported for a `version` the log
+    no longer holds."""
+    found, todo = _segment(table_dir / "_delta_log", version)
+    files: dict[str, dict[str, Any]] = {}
+    if found is not None:
+        import pyarrow.parquet as pq
+
+        for part in found[1]:
+            for row in pq.read_table(part, columns=["add", "remove", "metaData"]).to_pylist():
+                _apply(files, {k: v for k, v in row.items() if v})
     for v in todo:
-        for line in (log / f"{v:020d}.json").read_text().splitlines():
-            if line.strip():
-                _apply(files, json.loads(line))
+        for action in _commit(table_dir / "_delta_log", v):
+            _apply(files, action)
     return files
 
 
 def plain_columns(table_dir: Path) -> bool:
     """Whether the local Delta table at `table_dir` names its columns in its data files and
     statistics as its schema does: no column mapping in its newest metadata (the newest
-    checkpoint's, or a later commit's). False when that cannot be read here."""
+    commit's that has one, else the newest checkpoint's). False when that cannot be read here."""
     log = table_dir / "_delta_log"
-    try:
-        found = _checkpoint(log)
-        versions = sorted(int(p.name[:-5]) for p in log.iterdir()
-                          if p.name.endswith(".json") and p.name[:-5].isdigit())
-    except (Unsupported, OSError, ValueError):
-        return False
-    start = 0 if found is None else found[0] + 1
     metadata: dict[str, Any] | None = None
     try:
-        for v in reversed([v for v in versions if v >= start]):
-            actions = [json.loads(line) for line in (log / f"{v:020d}.json").read_text().splitlines()
-                       if line.strip()]
-            metadata = next((a["metaData"] for a in actions if isinstance(a, dict) and a.get("metaData")), None)
+        found, todo = _segment(log)
+        for v in reversed(todo):
+            metadata = next((a["metaData"] for a in _commit(log, v) if isinstance(a, dict) and a.get("metaData")),
+                            None)
             if metadata is not None:
                 break
         if metadata is None and found is not None:
@@ -130,7 +134,7 @@ def plain_columns(table_dir: Path) -> bool:
             for part in found[1]:
                 rows = pq.read_table(part, columns=["metaData"]).column("metaData").to_pylist()
                 metadata = next((m for m in rows if m), metadata)
-    except (OSError, ValueError, KeyError):
+    except (Unsupported, OSError, ValueError, KeyError):
         return False
     if metadata is None:
         return False

@@ -14,27 +14,17 @@ micro-batch's join loses nothing without it, and the rows are the same either wa
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 
 from pyspark.sql import SparkSession
+
+from sqlflow.runtime.session_settings import changed
 
 BLOOM_FILTER = "spark.sql.optimizer.runtime.bloomFilter.enabled"
 SEMI_JOIN = "spark.sql.optimizer.runtimeFilter.semiJoinReduction.enabled"
 
 
-@contextmanager
-def no_runtime_filter(spark: SparkSession) -> Iterator[None]:
+def no_runtime_filter(spark: SparkSession) -> AbstractContextManager[None]:
     """Plan the queries run inside the block without runtime filters; the session's settings
     are restored after it."""
-    before = {key: spark.conf.get(key, None) for key in (BLOOM_FILTER, SEMI_JOIN)}
-    for key in before:
-        spark.conf.set(key, "false")
-    try:
-        yield
-    finally:
-        for key, value in before.items():
-            if value is None:
-                spark.conf.unset(key)
-            else:
-                spark.conf.set(key, value)
+    return changed(spark, {BLOOM_FILTER: "false", SEMI_JOIN: "false"})

@@ -23,8 +23,11 @@ Each batch's rows are held as one cached partition (`_compact`): a micro-batch's
 read from the few small files each commit adds, one task per file, and a union of 16 batches of
 them planned 8-16 tasks per batch into every later join (88 tasks of about 17 ms for 1,000 new
 rows at a load of 9, `bench/microbatch_cost.py`, 2026-11-26). Held, each batch is one task read
-from memory. Every `MAX_BATCHES` batches the held ones are merged into one cached partition
-(`_merge`), so the union a micro-batch plans stays narrow and the run goes on (it was dropped
+from memory, and a micro-batch reads them in a task per `TASK_ROWS` held rows (`_read`: one
+task while they are few), not one per batch: a task cost about 27 ms (its deserialisation and
+scheduling, more than reading a few thousand cached rows), and the tasks grew by one with every
+batch until the merge below (2026-11-29). Every `MAX_BATCHES` batches the held ones are merged
+into one cached partition (`_merge`), so the union a micro-batch plans stays narrow and the run goes on (it was dropped
 there before, and the next micro-batch built a new snapshot of the input: a slow batch every
 16). For a batch whose new rows came from the micro-batch itself, both caches are kept until
 the run drops or merges them (the one partition is filled at the next batch's join, from the
@@ -46,6 +49,7 @@ from pyspark.sql import DataFrame
 
 MAX_ROWS = 2_000_000  # new rows held per input (after eviction); more starts a new run
 MAX_BATCHES = 16  # held batches merged into one partition (`_merge`)
+TASK_ROWS = 100_000  # held rows a micro-batch reads in one task at least (`_read`)
 
 Extent = dict[str, tuple[int, int]]  # column (lower case) -> (min, max) µs of a piece's rows
 
@@ -98,7 +102,7 @@ class Held:
         eviction floor (`evict`)."""
         run = self.runs.get(relation)
         if run is not None and run.end == version and run.batch < batch_id and _serves(run, lows):
-            return base(run) + [p.kept for p in run.pieces]
+            return base(run) + _read(run)
         self.drop(relation)
         return None
 
@@ -176,6 +180,16 @@ def _merge(run: Run) -> None:
         p.kept.unpersist()
         p.cached.unpersist()
     run.pieces = [Piece(merged, merged, sum(p.rows for p in run.pieces), _union([p.extent for p in run.pieces]))]
+
+
+def _read(run: Run) -> list[DataFrame]:
+    """The run's held batches as a micro-batch reads them: a task per `TASK_ROWS` rows they
+    hold (one while they are few), never more than one per batch."""
+    kept = [p.kept for p in run.pieces]
+    tasks = max(1, -(-run.rows // TASK_ROWS))
+    if len(kept) > tasks:
+        return [reduce(lambda a, b: a.unionByName(b), kept).coalesce(tasks)]
+    return kept
 
 
 def _union(extents: list[Extent | None]) -> Extent | None:

@@ -43,6 +43,9 @@ class InputLogs:
         self._logs: dict[str, str | None] = {}
         self._extents: dict[tuple[str, int, tuple[str, ...]], file_stats.Extent | None] = {}
         self._plain: dict[str, bool] = {}  # `logfiles.plain_columns`, asked once per input
+        # per log folder: the last batch's (start, end) versions and `_commit_adds` of them,
+        # read once for both `added_bytes` and `new_files`
+        self._adds: dict[str, tuple[tuple[int | None, int | None], list[dict] | None]] = {}
 
     def log(self, spark: SparkSession, relation: str) -> str | None:
         """`relation`'s local `_delta_log` folder (None: not local, or not known)."""
@@ -75,7 +78,7 @@ class InputLogs:
         before, after = _size(log, start.version), _size(log, end.version)
         if before is not None and after is not None:
             return after - before
-        return _added(log, start.version, end.version)
+        return _summed(self._commit_adds(log, start.version, end.version))
 
     def new_files(self, spark: SparkSession, relation: str, checkpoint: Path | None,
                   batch_id: int, k: int) -> list[dict] | None:
@@ -97,11 +100,18 @@ class InputLogs:
         if not self._plain[relation]:
             return None
         if start.version is not None:
-            return _commit_adds(log, start.version, end.version)
+            return self._commit_adds(log, start.version, end.version)
         try:
             return list(logfiles.live_adds(table_dir, end.version).values())
         except (logfiles.Unsupported, OSError, ValueError):
             return None
+
+    def _commit_adds(self, log: str, start: int | None, end: int | None) -> list[dict] | None:
+        """`_commit_adds`, read once per log folder and batch."""
+        memo = self._adds.get(log)
+        if memo is None or memo[0] != (start, end):
+            memo = self._adds[log] = ((start, end), _commit_adds(log, start, end))
+        return memo[1]
 
     def extent(self, spark: SparkSession, relation: str, version: int,
                columns: tuple[str, ...]) -> file_stats.Extent | None:
@@ -125,10 +135,8 @@ def _size(log: str, version: int | None) -> int | None:
     return size if isinstance(size, int) else None
 
 
-def _added(log: str, start: int | None, end: int | None) -> int | None:
-    """The bytes of the data files the commits after version `start` up to `end` added, read
-    from their JSON (None: see `_commit_adds`)."""
-    adds = _commit_adds(log, start, end)
+def _summed(adds: list[dict] | None) -> int | None:
+    """The bytes of the data files of `adds` (None: unknown, or a size not recorded)."""
     if adds is None:
         return None
     sizes = [add.get("size") for add in adds]

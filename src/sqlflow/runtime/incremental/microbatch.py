@@ -27,7 +27,9 @@ rows (rows per input, quarantine reasons, prune ranges, ingest frontiers). For b
 
 A batch of at most `LOCAL_ROWS` new rows (and padded rows) makes its sink, state and
 quarantine appends from the driver: Spark hands the rows over as Arrow, delta-rs commits them with
-the same marker (`sqlflow.runtime.delta.local_append.append_frame`).
+the same marker (`sqlflow.runtime.delta.local_append.append_frame`), and its join is planned
+without adaptive execution (`small_plan`: each held batch a query stage of its own made the
+join cost more with every batch).
 
 Sink before state, and the old view reads batches `< b` only: whichever write a crash
 interrupted, a replay of `b` (same rows, Spark replays an uncommitted batch with the same
@@ -67,6 +69,7 @@ from sqlflow.runtime.delta import commitlog, deltalog, once
 from sqlflow.runtime.delta.no_runtime_filter import no_runtime_filter
 from sqlflow.runtime.delta.sinks import BatchId, WriteResult, committed, write
 from sqlflow.runtime.incremental import held, input_logs, log_stats, older, padding, state, window
+from sqlflow.runtime.incremental.small_plan import small_plan
 from sqlflow.runtime.ownership import quarantine_sink
 
 SIDE = "__side"
@@ -219,7 +222,7 @@ class MicroBatch(BatchFunction):
             if checked is not None:  # docs/semantics.md, "Partition values"
                 # the model's rows are computed once: counting the bad ones fills the cache,
                 # the quarantine and the sink write read it (not the join a second time)
-                with phase("sink"):  # the cache plans the join: its input snapshots' files
+                with phase("sink"), small_plan(spark, few):  # the cache plans the join
                     checked = checked.persist()
                     self._cached.append(checked)
                     bad = sink_partitions.quarantine_rows(plan, checked, origin=f"batch {batch_id}")
@@ -230,7 +233,8 @@ class MicroBatch(BatchFunction):
                               batch=self._id(f"{app}__quarantine::partition", batch_id))
                     quarantined += n_bad
                 rows = sink_partitions.clean(checked)
-            with phase("sink"), no_runtime_filter(spark):  # no latest input snapshots built
+            # no latest input snapshots built; a small batch's join without adaptive execution
+            with phase("sink"), no_runtime_filter(spark), small_plan(spark, few):
                 written = write(spark, plan.sink, rows, batch=self._id(app, batch_id),
                                 known=self._sink_info, local=few and sum(pads) <= LOCAL_ROWS)
                 if self._sink_info is None:

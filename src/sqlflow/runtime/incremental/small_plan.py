@@ -1,0 +1,49 @@
+"""A small micro-batch's join planned without adaptive query execution (docs/design.md §2.9).
+
+A running `incremental` query reads each held batch of its older rows from its own cached
+partition (`held`). Under adaptive execution every cached relation a plan scans is a query
+stage of its own (`TableCacheQueryStage`): the plan is re-optimised as the stages complete and
+the result stage is planned after them, work that grew with every held batch. At 1,000 new
+rows a micro-batch, from a query's 2nd to its 17th batch, the join and its hand-over to the
+driver went from 1.1 to 2.1 s with it, and stayed at 0.9-1.35 s without it
+(`bench/microbatch_cost.py --batches 16`, 2026-11-29).
+
+What adaptive execution adds is for large inputs (joins switched to broadcasts at run time,
+skew split, shuffle partitions coalesced); a small batch's rows (at most `LOCAL_ROWS` new rows,
+`microbatch`) are broadcast by their size alone. Without it a shuffle (an aggregation in the
+model) would keep `spark.sql.shuffle.partitions` tasks, so the block also caps those at the
+cores Spark runs on. The rows are the same either way.
+"""
+
+from __future__ import annotations
+
+from contextlib import AbstractContextManager, nullcontext
+
+from pyspark.sql import SparkSession
+
+from sqlflow.runtime.session_settings import changed
+
+ADAPTIVE = "spark.sql.adaptive.enabled"
+SHUFFLE = "spark.sql.shuffle.partitions"
+
+
+def small_plan(spark: SparkSession, small: bool) -> AbstractContextManager[None]:
+    """Plan the queries run inside the block without adaptive execution when `small`, with at
+    most one shuffle partition per core; as configured otherwise."""
+    if not small:
+        return nullcontext()
+    settings = {ADAPTIVE: "false"}
+    cores = _cores(spark)
+    shuffle = spark.conf.get(SHUFFLE, None)
+    if cores and shuffle and shuffle.isdigit() and int(shuffle) > cores:
+        settings[SHUFFLE] = str(cores)
+    return changed(spark, settings)
+
+
+def _cores(spark: SparkSession) -> int | None:
+    """The cores Spark runs tasks on (its default parallelism); None where the session has no
+    SparkContext to ask (Spark Connect)."""
+    try:
+        return int(spark.sparkContext.defaultParallelism)
+    except Exception:  # noqa: BLE001 - a Connect session refuses sparkContext in its own way
+        return None
