@@ -27,9 +27,9 @@ from memory, and a micro-batch reads them in a task per `TASK_ROWS` held rows (`
 task while they are few), not one per batch: a task cost about 27 ms (its deserialisation and
 scheduling, more than reading a few thousand cached rows), and the tasks grew by one with every
 batch until the merge below (2026-11-29). Every `MAX_BATCHES` batches the held ones are merged
-into one cached partition (`_merge`), so the union a micro-batch plans stays narrow and the run goes on (it was dropped
-there before, and the next micro-batch built a new snapshot of the input: a slow batch every
-16). For a batch whose new rows came from the micro-batch itself, both caches are kept until
+into one cached partition (`_merge`), so the union a micro-batch plans stays narrow and the
+run goes on (it was dropped there before, and the next micro-batch built a new snapshot of the
+input: a slow batch every 16). For a batch whose new rows came from the micro-batch itself, both caches are kept until
 the run drops or merges them (the one partition is filled at the next batch's join, from the
 other).
 
@@ -174,7 +174,7 @@ class Held:
 def _merge(run: Run) -> None:
     """The run's held batches as one cached partition: filled now (one task reading the
     batches' caches), then the batches' caches are released."""
-    merged = reduce(lambda a, b: a.unionByName(b), [p.kept for p in run.pieces]).coalesce(1).persist()
+    merged = _coalesced(run, 1).persist()
     merged.count()
     for p in run.pieces:
         p.kept.unpersist()
@@ -185,11 +185,15 @@ def _merge(run: Run) -> None:
 def _read(run: Run) -> list[DataFrame]:
     """The run's held batches as a micro-batch reads them: a task per `TASK_ROWS` rows they
     hold (one while they are few), never more than one per batch."""
-    kept = [p.kept for p in run.pieces]
     tasks = max(1, -(-run.rows // TASK_ROWS))
-    if len(kept) > tasks:
-        return [reduce(lambda a, b: a.unionByName(b), kept).coalesce(tasks)]
-    return kept
+    if len(run.pieces) > tasks:
+        return [_coalesced(run, tasks)]
+    return [p.kept for p in run.pieces]
+
+
+def _coalesced(run: Run, tasks: int) -> DataFrame:
+    """The run's held batches as one frame of `tasks` partitions."""
+    return reduce(lambda a, b: a.unionByName(b), [p.kept for p in run.pieces]).coalesce(tasks)
 
 
 def _union(extents: list[Extent | None]) -> Extent | None:

@@ -4,9 +4,9 @@ A running `incremental` query reads each held batch of its older rows from its o
 partition (`held`). Under adaptive execution every cached relation a plan scans is a query
 stage of its own (`TableCacheQueryStage`): the plan is re-optimised as the stages complete and
 the result stage is planned after them, work that grew with every held batch. At 1,000 new
-rows a micro-batch, from a query's 2nd to its 17th batch, the join and its hand-over to the
-driver went from 1.1 to 2.1 s with it, and stayed at 0.9-1.35 s without it
-(`bench/microbatch_cost.py --batches 16`, 2026-11-29).
+rows a micro-batch the join and its hand-over to the driver took 0.8-1.1 s at a query's
+2nd-4th batch and 1.7-2.9 s at its 14th-17th with it; without it 0.9-1.2 s at the 2nd-10th
+and 1.3-2.2 s at the 11th-17th (`bench/microbatch_cost.py --batches 16`, 2026-11-29, README).
 
 What adaptive execution adds is for large inputs (joins switched to broadcasts at run time,
 skew split, shuffle partitions coalesced); a small batch's rows (at most `LOCAL_ROWS` new rows,
