@@ -95,6 +95,30 @@ def test_a_batch_reads_the_held_batches_in_a_task_per_task_rows_not_one_per_batc
     assert all(p.partitions == 1 and p.compact is None for p in parts[1:])  # each its own one
 
 
+def test_the_union_of_the_held_batches_grows_by_the_batches_added_since_the_last_read(monkeypatch):
+    """Each read unions only the batches added since the last one (a union built afresh cost a
+    `unionByName` per held batch each micro-batch); a batch let go starts it again from the
+    pieces held then: the rows are the held ones in every case."""
+    calls = []
+    union = Frame.unionByName
+    monkeypatch.setattr(Frame, "unionByName", lambda a, b: calls.append(1) or union(a, b))
+    h = held.Held()
+    h.start("t", 0, table(), 1)
+    for batch, (name, t) in enumerate((("a", 1), ("b", 5), ("c", 9)), start=1):
+        frame = Frame([name])
+        assert h.extend("t", batch, batch - 1, batch, frame, frame, 1, extent={"t": (t, t)})
+        calls.clear()
+        assert h.parts("t", batch, batch + 1)[-1] == ["a", "b", "c"][:batch]
+        assert len(calls) == (batch > 1)  # the one batch added since the last read
+    calls.clear()
+    assert h.parts("t", 3, 4)[-1] == ["a", "b", "c"] and not calls  # nothing new: no union
+    assert h.evict("t", {"t": 3}) == 1  # "a" goes: the union is built again without it
+    assert h.parts("t", 3, 4, lows={"t": 3})[-1] == ["b", "c"]
+    last = Frame(["d"])
+    assert h.extend("t", 4, 3, 4, last, last, 1, extent={"t": (12, 12)})
+    assert h.parts("t", 4, 5, lows={"t": 3})[-1] == ["b", "c", "d"]
+
+
 def test_a_run_serves_only_the_version_it_reaches_and_later_batches():
     h = held.Held()
     h.start("t", 3, table("v1"), 1)

@@ -14,6 +14,7 @@ millisecond truncation."""
 from __future__ import annotations
 
 import dataclasses
+import threading
 from datetime import timedelta
 from pathlib import Path
 from urllib.parse import unquote, urlparse
@@ -25,6 +26,7 @@ from runtime.adkit import CLICK_SCHEMA, IMP_SCHEMA, assert_same, at, click, imp,
 from sqlflow.runtime.delta import deltalog, file_stats
 from sqlflow.runtime.dispatch import run_stream
 from sqlflow.runtime.incremental import microbatch, older, window
+from sqlflow.runtime.incremental import stream as incremental_stream
 
 pytestmark = pytest.mark.spark
 MODELS = {
@@ -165,6 +167,68 @@ def test_a_recent_version_is_read_once_then_its_window_serves_later_batches(spar
     # neither batch's older rows read the table (the code before read it in each)
     # (the clicks of 10:00 cannot match a later impression: that version is left out, no window)
     assert files == {1: [], 2: []} and len(opened) == 1, (files, opened)
+    monkeypatch.undo()
+    sink, _ = s.truth("attributed")
+    assert_same(spark, plan.sink.table, sink)
+
+
+def test_a_batch_that_brings_one_input_nothing_keeps_the_other_inputs_window(spark, setup, monkeypatch):
+    """Real-time inputs rarely bring rows in the same micro-batch: a batch with new impressions
+    and no click matches none of the older impressions, and reads none of them (an empty
+    frame); the window of the version it holds stays for the next batch of clicks, which
+    reads it, not the table again (the code before let the window go in such a batch and
+    read the version again in the next: a Spark job over the whole version each time).
+    One running query; each batch's rows are committed after the batch before it."""
+    s = setup
+    plan = s.stream_plans["attributed"]
+    opened, older_calls = [], []
+    open_window = window.open_window
+    older_rows = microbatch.MicroBatch._older
+
+    def counted(*args, **kwargs):
+        opened.append(1)
+        return open_window(*args, **kwargs)
+
+    def spied(self, spark_, b, source, batch_id, keep):
+        older_calls.append((batch_id, b.relation.rsplit(".", 1)[-1]))
+        return older_rows(self, spark_, b, source, batch_id, keep)
+
+    def imps(minute):
+        return [imp(f"m{minute}-{k}", k, at(1, 10, minute, k)) for k in range(6)]
+
+    def clicks(minute, of):  # clicks at `minute` of the impressions of minutes `of`
+        return [click(f"m{m}-{k}", at(1, 10, minute, 30 + k)) for m in of for k in range(6)]
+
+    script = {  # after batch n: the next batch's commits
+        0: [("imps", imps(5)), ("clicks", clicks(5, (0, 5)))],  # both inputs: the window opens
+        1: [("imps", imps(10))],                                 # impressions only
+        2: [("clicks", clicks(10, (0, 10)))],                    # clicks of 10:00 again
+    }
+    done = threading.Event()
+
+    def next_commits(batch_id):
+        for table, rows in script.get(batch_id, []):
+            schema = IMP_SCHEMA if table == "imps" else CLICK_SCHEMA
+            commit(spark, f"{s.ods}.{table}", rows, schema)
+
+    commit(spark, f"{s.ods}.imps", imps(0), IMP_SCHEMA)
+    commit(spark, f"{s.ods}.clicks", clicks(0, (0,)), CLICK_SCHEMA)
+    monkeypatch.setattr(window, "open_window", counted)
+    monkeypatch.setattr(microbatch.MicroBatch, "_older", spied)
+    query, fn = incremental_stream.start(s.stream, plan, trigger="1 second", after_state=next_commits,
+                                         on_batch=lambda r: r.batch_id == 3 and done.set())
+    try:
+        assert done.wait(300), (query.exception(), [r.batch_id for r in fn.reports])
+    finally:
+        query.stop()
+        fn.release()
+    assert query.exception() is None
+    news = [dict(r.rows_in) for r in fn.reports if r.kind == "batch"]
+    assert [sorted(k.rsplit(".", 1)[-1] for k, n in r.items() if n) for r in news] == \
+        [["clicks", "imps"], ["clicks", "imps"], ["imps"], ["clicks"]], news
+    # batch 2 brought no click: no older impression read; batch 3 read the window batch 1 opened
+    assert (2, "imps") not in older_calls and (3, "imps") in older_calls, older_calls
+    assert len(opened) == 1, opened
     monkeypatch.undo()
     sink, _ = s.truth("attributed")
     assert_same(spark, plan.sink.table, sink)
