@@ -48,7 +48,11 @@ def test_a_small_batch_is_planned_without_adaptive_execution_and_few_shuffle_par
     with small_plan.small_plan(spark, True):
         assert spark.conf.values == {small_plan.SHUFFLE: "2", small_plan.ADAPTIVE: "false"}
     assert spark.conf.values == {small_plan.SHUFFLE: "200", small_plan.ADAPTIVE: "true"}
-    with small_plan.small_plan(spark, False):  # a large batch: as configured
+    with small_plan.small_plan(spark, True, interpreted=True):  # few rows read: no code generation
+        assert spark.conf.values == {small_plan.SHUFFLE: "2", small_plan.ADAPTIVE: "false",
+                                     **small_plan.INTERPRETED}
+    assert spark.conf.values == {small_plan.SHUFFLE: "200", small_plan.ADAPTIVE: "true"}
+    with small_plan.small_plan(spark, False, interpreted=True):  # a large batch: as configured
         assert spark.conf.values == {small_plan.SHUFFLE: "200", small_plan.ADAPTIVE: "true"}
     connect = Session(None, **{small_plan.SHUFFLE: "200"})
     with small_plan.small_plan(connect, True):  # no cores to ask: the partitions as they are

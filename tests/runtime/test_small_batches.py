@@ -92,7 +92,8 @@ def test_a_small_batch_is_one_partition_and_skips_a_version_it_cannot_match(spar
 def test_file_statistics_bound_every_timestamp_of_a_version(spark, tmp_path):
     """`extent` at a version older than the newest checkpoint (found by its file), with
     microsecond values inside a millisecond, a column NULL in every row, and a NULL-only file:
-    every value Spark reads lies within the bounds, which are at most two milliseconds wider."""
+    every value Spark reads lies within the bounds, which are at most two milliseconds wider,
+    and the version's rows are counted."""
     table = "rt_small_extent.t"
     spark.sql("DROP DATABASE IF EXISTS rt_small_extent CASCADE")
     spark.sql("CREATE DATABASE rt_small_extent")
@@ -115,7 +116,7 @@ def test_file_statistics_bound_every_timestamp_of_a_version(spark, tmp_path):
                           F.count(F.lit(1)).alias("n")).collect()[0])
             low, high = got.ranges["t"]
             assert low <= truth["low"] <= low + 2_000 and high - 1_000 <= truth["high"] <= high, (version, got)
-            assert got.empty == {"never"} and got.files > 0
+            assert got.empty == {"never"} and got.files > 0 and got.rows == truth["n"], (version, got)
             assert got.may_hold("t", truth["high"], truth["high"] + 10**9)
             assert not got.may_hold("t", high + 1, high + 10**9) and not got.may_hold("never", 0, 2**62)
         assert file_stats.extent(folder, 99, ["t"]) is None  # a version the log does not hold
@@ -133,13 +134,21 @@ def test_a_recent_version_is_read_once_then_its_window_serves_later_batches(spar
     plan = dataclasses.replace(plan, sources=tuple(
         dataclasses.replace(b, max_files_per_trigger=FILES) for b in plan.sources))
     files: dict[int, list[str]] = {}
+    most: dict[int, int | None] = {}  # the older impressions a batch's join scans at most
+    plans: list[tuple[bool, bool]] = []  # `small_plan`'s (small, interpreted) per sink step
     older_rows = microbatch.MicroBatch._older
+    small_plan = microbatch.small_plan
 
     def spied(self, spark_, b, source, batch_id, keep):
-        rows = older_rows(self, spark_, b, source, batch_id, keep)
+        rows, at_most = older_rows(self, spark_, b, source, batch_id, keep)
         if b.relation.endswith(".imps"):
             files[batch_id] = [f for f in rows.inputFiles() if "/imps/" in f]
-        return rows
+            most[batch_id] = at_most
+        return rows, at_most
+
+    def planned(spark_, small, interpreted=False):
+        plans.append((small, interpreted))
+        return small_plan(spark_, small, interpreted)
 
     def minute_commit(minute):
         imps = [imp(f"m{minute}-{k}", k, at(1, 10, minute, k)) for k in range(6)]
@@ -159,6 +168,7 @@ def test_a_recent_version_is_read_once_then_its_window_serves_later_batches(spar
     minute_commit(0)
     assert [b.batch_id for b in run_stream(s.stream, plan).batches] == [0]
     monkeypatch.setattr(microbatch.MicroBatch, "_older", spied)
+    monkeypatch.setattr(microbatch, "small_plan", planned)
     monkeypatch.setattr(window, "open_window", counted)
     for minute in (5, 10):
         minute_commit(minute)
@@ -167,6 +177,11 @@ def test_a_recent_version_is_read_once_then_its_window_serves_later_batches(spar
     # neither batch's older rows read the table (the code before read it in each)
     # (the clicks of 10:00 cannot match a later impression: that version is left out, no window)
     assert files == {1: [], 2: []} and len(opened) == 1, (files, opened)
+    # what the join scans of the older impressions at most: the version's 6 rows (its file
+    # statistics), then those and the 6 batch 1 added to the held run; so few rows in all
+    # that each sink step ran without adaptive execution and without code generation
+    assert most == {1: 6, 2: 12}, most
+    assert plans and all(p == (True, True) for p in plans), plans
     monkeypatch.undo()
     sink, _ = s.truth("attributed")
     assert_same(spark, plan.sink.table, sink)
@@ -369,3 +384,31 @@ def test_batches_whose_file_statistics_prove_every_row_clean_run_no_stats_job(sp
 def commit_one(spark, table, rows, schema):
     """One commit of one file."""
     spark.createDataFrame(rows, schema).coalesce(1).write.format("delta").mode("append").saveAsTable(table)
+
+
+def test_a_small_batch_runs_its_plan_without_code_generation_and_a_large_one_with_it(spark):
+    """`small_plan` on a real session: Spark plans a query made inside the block without
+    whole-stage code generation (no `*(n)` stage in its physical plan) and evaluates its
+    expressions interpreted when the batch is small and reads few rows; outside it, and for
+    a batch that reads many rows or a large batch, as the session is configured."""
+    from sqlflow.runtime.incremental.small_plan import FACTORY, WHOLE_STAGE, small_plan
+
+    own = spark.newSession()  # the suite's sessions run interpreted already: compiled here
+    own.conf.set(WHOLE_STAGE, "true")
+    own.conf.set(FACTORY, "FALLBACK")
+
+    def stages() -> bool:
+        frame = own.range(50).selectExpr("id * 2 AS x").where("x % 3 = 0")
+        plan = frame._jdf.queryExecution().executedPlan().toString()
+        assert sorted(r.x for r in frame.collect()) == [x for x in range(0, 100, 2) if x % 3 == 0]
+        return "*(" in plan
+
+    assert stages()
+    with small_plan(own, True, interpreted=True):
+        assert own.conf.get(FACTORY) == "NO_CODEGEN"
+        assert not stages()
+    assert stages() and own.conf.get(FACTORY) == "FALLBACK"
+    with small_plan(own, True):  # small, but too many rows read to run interpreted
+        assert stages() and own.conf.get(FACTORY) == "FALLBACK"
+    with small_plan(own, False, interpreted=True):  # a large batch: as configured
+        assert stages()

@@ -35,11 +35,13 @@ _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 class Extent:
     """A table at one version: its live data files, and per timestamp column (lower case) a
     `(low, high)` in µs since the epoch that holds every non-NULL value of the column (a
-    column with only NULLs has no entry in `empty`; a column in neither is unknown)."""
+    column with only NULLs has no entry in `empty`; a column in neither is unknown), and its
+    rows (None: a file's statistics do not count them)."""
 
     files: int
     ranges: dict[str, tuple[int, int]] = field(default_factory=dict)
     empty: frozenset[str] = frozenset()  # columns that are NULL in every row
+    rows: int | None = None
 
     def may_hold(self, column: str, low: int, high: int) -> bool:
         """Whether a row's `column` may lie in `[low, high]` µs (False only when known not to).
@@ -67,8 +69,11 @@ def extent(table_dir: Path, version: int, columns: list[str]) -> Extent | None:
     ranges: dict[str, tuple[int, int]] = {}
     unknown: set[str] = set()
     seen: set[str] = set()  # columns with a non-NULL value somewhere
+    rows: int | None = 0
     for add in adds.values():
         known = stats(add)
+        count = known.get("numRecords") if known else None
+        rows = rows + count if rows is not None and isinstance(count, int) else None
         for column in columns:
             name = column.lower()
             found = span(known, name)
@@ -81,7 +86,7 @@ def extent(table_dir: Path, version: int, columns: list[str]) -> Extent | None:
                 ranges[name] = (min(low, first), max(high, last))
     names = {c.lower() for c in columns}
     return Extent(len(adds), {c: r for c, r in ranges.items() if c not in unknown},
-                  frozenset(names - seen - unknown) if adds else frozenset())
+                  frozenset(names - seen - unknown) if adds else frozenset(), rows)
 
 
 def stats(add: dict[str, Any]) -> dict[str, Any] | None:

@@ -29,7 +29,8 @@ A batch of at most `LOCAL_ROWS` new rows (and padded rows) makes its sink, state
 quarantine appends from the driver: Spark hands the rows over as Arrow, delta-rs commits them with
 the same marker (`sqlflow.runtime.delta.local_append.append_frame`), and its join is planned
 without adaptive execution (`small_plan`: each held batch a query stage of its own made the
-join cost more with every batch).
+join cost more with every batch), and run without code generation when it reads at most
+`INTERPRETED_ROWS` rows in all (its classes were compiled again at every batch).
 
 Sink before state, and the old view reads batches `< b` only: whichever write a crash
 interrupted, a replay of `b` (same rows, Spark replays an uncommitted batch with the same
@@ -69,7 +70,7 @@ from sqlflow.runtime.delta import commitlog, deltalog, once
 from sqlflow.runtime.delta.no_runtime_filter import no_runtime_filter
 from sqlflow.runtime.delta.sinks import BatchId, WriteResult, committed, write
 from sqlflow.runtime.incremental import held, input_logs, log_stats, older, padding, state, window
-from sqlflow.runtime.incremental.small_plan import small_plan
+from sqlflow.runtime.incremental.small_plan import INTERPRETED_ROWS, small_plan
 from sqlflow.runtime.ownership import quarantine_sink
 
 SIDE = "__side"
@@ -205,6 +206,8 @@ class MicroBatch(BatchFunction):
                     write(spark, q_sink, reduce(DataFrame.unionByName, parts),
                           batch=self._id(f"{app}__quarantine", batch_id), local=few)
             keeps: dict[str, list[tuple[str, int, int]] | None] = {}  # `_keep` per joined input
+            # the rows the join reads at most, as far as known (None: not known), for `small_plan`
+            reads: int | None = None if self.outer else sum(counts.values())
             with phase("prune"):
                 for b in self.sides:
                     if b.old_view:
@@ -212,9 +215,13 @@ class MicroBatch(BatchFunction):
                         # a batch that brought the other side no rows matches none of `b`'s
                         # older rows: an empty frame, and the held rows and window stay as
                         # they are for the next batch (reading them would filter out every row)
-                        old = clean[b.relation].limit(0) if keep == [] else \
-                            self._older(spark, b, sources[b.relation], batch_id, keep)
+                        if keep == []:
+                            old = clean[b.relation].limit(0)
+                        else:
+                            old, most = self._older(spark, b, sources[b.relation], batch_id, keep)
+                            reads = None if reads is None or most is None else reads + most
                         old.createOrReplaceTempView(b.old_view)
+            interpreted = reads is not None and reads <= INTERPRETED_ROWS
             with phase("analyse"), model_errors(plan):  # Spark's analysis error at the model's line
                 rows = spark.sql(plan.sql)  # analysed now: the views may be rebound below
             now, pads, dirty = None, [], []
@@ -226,7 +233,7 @@ class MicroBatch(BatchFunction):
             if checked is not None:  # docs/semantics.md, "Partition values"
                 # the model's rows are computed once: counting the bad ones fills the cache,
                 # the quarantine and the sink write read it (not the join a second time)
-                with phase("sink"), small_plan(spark, few):  # the cache plans the join
+                with phase("sink"), small_plan(spark, few, interpreted):  # the cache plans the join
                     checked = checked.persist()
                     self._cached.append(checked)
                     bad = sink_partitions.quarantine_rows(plan, checked, origin=f"batch {batch_id}")
@@ -238,7 +245,7 @@ class MicroBatch(BatchFunction):
                     quarantined += n_bad
                 rows = sink_partitions.clean(checked)
             # no latest input snapshots built; a small batch's join without adaptive execution
-            with phase("sink"), no_runtime_filter(spark), small_plan(spark, few):
+            with phase("sink"), no_runtime_filter(spark), small_plan(spark, few, interpreted):
                 written = write(spark, plan.sink, rows, batch=self._id(app, batch_id),
                                 known=self._sink_info, local=few and sum(pads) <= LOCAL_ROWS)
                 if self._sink_info is None:
@@ -312,11 +319,12 @@ class MicroBatch(BatchFunction):
         return rows.persist()
 
     def _older(self, spark: SparkSession, b: SourceBinding, source: older.Source, batch_id: int,
-               keep: list[tuple[str, int, int]] | None) -> DataFrame:
+               keep: list[tuple[str, int, int]] | None) -> tuple[DataFrame, int | None]:
         """`b`'s older rows (`older.Source`): its clean rows in the table as of the source's
-        version plus the copies of later batches, pruned to `keep` (`_keep`). The table as of
-        the version is left out when its file statistics say no row of it is in `keep`
-        (`_base_may_match`)."""
+        version plus the copies of later batches, pruned to `keep` (`_keep`); and how many
+        rows the join scans for them at most (None: not known; the copies of a state table
+        are not counted). The table as of the version is left out when its file statistics
+        say no row of it is in `keep` (`_base_may_match`)."""
         schema = self.schemas[b.relation]
         table = self.state_tables[b.relation]
         where = self._keep_column(b, keep)
@@ -324,11 +332,15 @@ class MicroBatch(BatchFunction):
             copies = state.older(spark, table, schema, batch_id, where, after=source.since,
                                  exists=self._has_state(spark, table))
             if source.base is None:
-                return copies
+                return copies, None
         else:
             copies = None  # no state table: no copies (`state.older` would be an empty frame)
+        scanned: list[int | None] = []  # the base version's rows the parts read at most
+
         def base(run: held.Run) -> list[DataFrame]:
-            return self._base(spark, b, run, keep)
+            parts = self._base(spark, b, run, keep)
+            scanned.append(self._version_rows(spark, b, run.base, keep) if parts else 0)
+            return parts
 
         lows = None if keep is None else {c.lower(): low for c, low in window.floors(keep, {}).items()}
         parts = self.held.parts(b.relation, source.base, batch_id, base=base, lows=lows)
@@ -342,9 +354,12 @@ class MicroBatch(BatchFunction):
             parts = self.held.parts(b.relation, version, batch_id, base=base)
             assert parts is not None  # the run just started reaches the version
         parts = [p.where(where) if where is not None else p for p in parts]
+        run = self.held.runs[b.relation]
+        known = [n for n in scanned if n is not None]
+        most = None if copies is not None or len(known) < len(scanned) else sum(known) + run.rows
         if copies is not None:
             parts.append(copies)
-        return reduce(DataFrame.unionByName, parts) if parts else state.empty(spark, schema)
+        return (reduce(DataFrame.unionByName, parts) if parts else state.empty(spark, schema)), most
 
     def _base(self, spark: SparkSession, b: SourceBinding, run: held.Run,
               keep: list[tuple[str, int, int]] | None) -> list[DataFrame]:
@@ -367,6 +382,12 @@ class MicroBatch(BatchFunction):
                                             int(spark.conf.get("spark.sql.shuffle.partitions") or 1))
         return [run.window.rows] if run.window.rows is not None and run.window.serves(keep) else [run.table()]
 
+    def _timestamp_columns(self, b: SourceBinding, keep: list[tuple[str, int, int]] | None) -> tuple[str, ...]:
+        """The columns of `keep` that are timestamps (what file statistics can bound)."""
+        schema = self.schemas[b.relation]
+        return tuple(dict.fromkeys(c for c, _, _ in keep or ()
+                                   if isinstance(_field(schema, c).dataType, TimestampType)))
+
     def _lateness(self, relation: str) -> int:
         """How far (µs) the clean rows of a later batch of `relation` can reach behind an
         earlier batch's: its allowed lateness and future tolerance (`window`)."""
@@ -378,15 +399,19 @@ class MicroBatch(BatchFunction):
         """Whether a row of `b`'s table as of `version` may be in `keep`, by the file
         statistics of that version (`input_logs.InputLogs.extent`): False only when they say
         so, or when the version has no data file."""
-        schema = self.schemas[b.relation]
-        columns = tuple(dict.fromkeys(c for c, _, _ in keep or ()
-                                      if isinstance(_field(schema, c).dataType, TimestampType)))
-        extent = self.logs.extent(spark, b.relation, version, columns)
+        extent = self.logs.extent(spark, b.relation, version, self._timestamp_columns(b, keep))
         if extent is None:
             return True
         if keep is None:
             return extent.files > 0
         return any(extent.may_hold(c, low, high) for c, low, high in keep)
+
+    def _version_rows(self, spark: SparkSession, b: SourceBinding, version: int,
+                      keep: list[tuple[str, int, int]] | None) -> int | None:
+        """The rows of `b`'s table as of `version`, by its file statistics (the same question
+        as `_base_may_match`'s, answered once per version); None when not known."""
+        found = self.logs.extent(spark, b.relation, version, self._timestamp_columns(b, keep))
+        return None if found is None else found.rows
 
     def _has_state(self, spark: SparkSession, table: str) -> bool:
         """Whether state table `table` exists, asked once per query: only this query creates

@@ -1,4 +1,5 @@
-"""A small micro-batch's join planned without adaptive query execution (docs/design.md §2.9).
+"""A small micro-batch's join planned without adaptive query execution and run without code
+generation (docs/design.md §2.9).
 
 A running `incremental` query reads each held batch of its older rows from its own cached
 partition (`held`). Under adaptive execution every cached relation a plan scans is a query
@@ -12,7 +13,20 @@ What adaptive execution adds is for large inputs (joins switched to broadcasts a
 skew split, shuffle partitions coalesced); a small batch's rows (at most `LOCAL_ROWS` new rows,
 `microbatch`) are broadcast by their size alone. Without it a shuffle (an aggregation in the
 model) would keep `spark.sql.shuffle.partitions` tasks, so the block also caps those at the
-cores Spark runs on. The rows are the same either way.
+cores Spark runs on.
+
+A join that reads few rows in all (at most `INTERPRETED_ROWS`: the new rows, the held rows and
+the held version's rows by its file statistics, as the caller counts them) also runs without
+code generation. Code generation compiles Java classes for each new plan (a class per whole
+stage, a projection per expression list), and a micro-batch's plan is new every time (its prune
+bounds are literals in it): its classes were compiled again at each batch, for rows that the
+interpreted expressions evaluate in less time. The sink phase of a 1,000-row micro-batch took
+0.64-0.79 s without it against 0.84-0.99 s with it (`bench/microbatch_cost.py`, 2026-11-29,
+README). Interpreted expressions cost more per row: a 1,000-row join against 200,000 cached
+rows took as long either way (0.30-0.33 s, one process, 2026-11-29), against 2,000,000 rows 0.90-1.32 s interpreted and
+0.52-0.76 s compiled; a join whose rows read are not known (an outer join's padding, a state
+table's copies) keeps code generation. Spark tests its code generation against its interpreted
+expressions; the rows are the same either way, as with or without adaptive execution.
 """
 
 from __future__ import annotations
@@ -25,14 +39,20 @@ from sqlflow.runtime.session_settings import changed
 
 ADAPTIVE = "spark.sql.adaptive.enabled"
 SHUFFLE = "spark.sql.shuffle.partitions"
+WHOLE_STAGE = "spark.sql.codegen.wholeStage"
+FACTORY = "spark.sql.codegen.factoryMode"  # how expressions are evaluated: compiled or interpreted
+INTERPRETED = {WHOLE_STAGE: "false", FACTORY: "NO_CODEGEN"}
+INTERPRETED_ROWS = 100_000  # rows a join reads at most to run without code generation (half of where
+# the two cost the same, below)
 
 
-def small_plan(spark: SparkSession, small: bool) -> AbstractContextManager[None]:
+def small_plan(spark: SparkSession, small: bool, interpreted: bool = False) -> AbstractContextManager[None]:
     """Plan the queries run inside the block without adaptive execution when `small`, with at
-    most one shuffle partition per core; as configured otherwise."""
+    most one shuffle partition per core, and run them without code generation when
+    `interpreted` too; as configured otherwise."""
     if not small:
         return nullcontext()
-    settings = {ADAPTIVE: "false"}
+    settings = {ADAPTIVE: "false", **(INTERPRETED if interpreted else {})}
     cores = _cores(spark)
     shuffle = spark.conf.get(SHUFFLE, None)
     if cores and shuffle and shuffle.isdigit() and int(shuffle) > cores:
