@@ -23,9 +23,10 @@ bounds are literals in it): its classes were compiled again at each batch, for r
 interpreted expressions evaluate in less time. The sink phase of a 1,000-row micro-batch took
 0.64-0.79 s without it against 0.84-0.99 s with it (`bench/microbatch_cost.py`, 2026-11-29,
 README). Interpreted expressions cost more per row: a 1,000-row join against 200,000 cached
-rows took as long either way (0.30-0.33 s, one process, 2026-11-29), against 2,000,000 rows 0.90-1.32 s interpreted and
-0.52-0.76 s compiled; a join whose rows read are not known (an outer join's padding, a state
-table's copies) keeps code generation. Spark tests its code generation against its interpreted
+rows took as long either way (0.30-0.37 s once warm, one process, 2026-11-29), against
+2,000,000 rows 0.90-1.32 s interpreted and 0.52-0.76 s compiled. A join whose rows read are
+not known keeps code generation: every outer join (its padding reads pending rows no count
+covers) and a join that reads a state table's copies. Spark tests its code generation against its interpreted
 expressions; the rows are the same either way, as with or without adaptive execution.
 """
 
