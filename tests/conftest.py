@@ -48,9 +48,11 @@ def spark(spark_state):
         "spark.sql.shuffle.partitions": "2",
         "spark.driver.memory": "3g",
         # Expressions interpreted, not compiled to Java (README, "Tests"): the same plans and
-        # rows; each of the thousands of small queries here compiled its own classes. The
-        # `sqlflow` processes of the cluster, Connect and kill -9 tests keep the profile's
-        # code generation, so the suite still runs every model compiled.
+        # rows; each of the thousands of small queries here compiled its own classes. So does
+        # sqlflow itself for a small backfill or micro-batch (`runtime/small_plan.py`); the
+        # `sqlflow` processes of the cluster, Connect and kill -9 tests keep the profile's code
+        # generation for the rest (the stateful and dimension-join micro-batches), and
+        # tests/runtime/test_batch_run.py runs a backfill compiled.
         "spark.sql.codegen.wholeStage": "false",
         "spark.sql.codegen.factoryMode": "NO_CODEGEN",
     }

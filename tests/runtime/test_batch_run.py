@@ -18,7 +18,9 @@ from sqlflow.cli.main import main
 from sqlflow.compiler import compile_project
 from sqlflow.engine.context import Context
 from sqlflow.errors import SqlflowError
+from sqlflow.runtime import batch
 from sqlflow.runtime.batch import run_batch
+from sqlflow.runtime.session_settings import changed
 
 pytestmark = pytest.mark.spark
 
@@ -174,6 +176,7 @@ def assert_same_rows(spark, table_or_df, expected, schema, where="TRUE"):
     assert diff.equal, f"missing {diff.missing}, unexpected {diff.extra}"
 
 
+COMPILED = {"spark.sql.codegen.wholeStage": "true", "spark.sql.codegen.factoryMode": "FALLBACK"}
 FILTERED = "req_id string, ad_id bigint, imp_ts timestamp, dt date"
 SAMPLES = "req_id string, ad_id bigint, imp_ts timestamp, click_ts timestamp, clicked boolean, dt date"
 QUARANTINE = "input string, reason string, event_time timestamp, ingest_time timestamp, dt string"
@@ -305,3 +308,32 @@ def test_an_input_read_from_its_located_folder_is_the_same_snapshot(spark, ctx, 
         assert by_folder.schema == by_name.schema
         assert row_diff(by_name, by_folder).equal
     assert read(spark, table, 1, location).count() == read(spark, table, 0, location).count() + 3
+
+
+def test_a_run_of_few_input_rows_is_planned_small_and_of_more_as_configured_with_the_same_rows(
+        spark, ctx, plans, rows, monkeypatch):
+    """At most INTERPRETED_ROWS input rows (by the Delta logs: the two sources' rows exactly)
+    run without adaptive execution and code generation (`small_plan`); one row more than the
+    bound runs as configured: here compiled, as the profile configures it (the suite's session
+    interprets, README "Tests"; the small runs of every `sqlflow` process too). The rows are
+    the reference's either way."""
+    imps, clicks = rows
+    seen: list[tuple[bool, bool]] = []
+    real = batch.small_plan
+    before = spark.conf.get("spark.sql.adaptive.enabled")
+
+    def spy(spark_, small, interpreted=False):
+        seen.append((small, interpreted))
+        return real(spark_, small, interpreted)
+
+    monkeypatch.setattr(batch, "small_plan", spy)
+    monkeypatch.setattr(batch, "INTERPRETED_ROWS", len(imps) + len(clicks))
+    run_batch(ctx, plans["samples"])
+    assert_same_rows(spark, f"{DW}.samples", expected_samples(imps, clicks), SAMPLES)
+    monkeypatch.setattr(batch, "INTERPRETED_ROWS", len(imps) + len(clicks) - 1)
+    with changed(spark, COMPILED):  # as the profile configures it (this session interprets)
+        run_batch(ctx, plans["samples"])
+    assert_same_rows(spark, f"{DW}.samples", expected_samples(imps, clicks), SAMPLES)
+    assert_same_rows(spark, f"{DW}.samples__quarantine", expected_quarantine(imps, clicks), QUARANTINE)
+    assert seen == [(True, True), (False, False)]
+    assert spark.conf.get("spark.sql.adaptive.enabled") == before  # put back after the run

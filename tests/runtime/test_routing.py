@@ -353,6 +353,8 @@ def test_backfill_reads_once_stays_in_budget_and_commits_what_it_wrote(spark, se
     for text in plans:  # every target reads the cached input, none scans the Delta table
         above_cache = text.split("InMemoryRelation", 1)[0]
         assert "InMemoryTableScan" in above_cache and "FileScan" not in above_cache, text
+        # 80 input rows: planned without adaptive execution, no stage code generated (`*(n)`)
+        assert "AdaptiveSparkPlan" not in text and "*(" not in text, text
     report = results[-1].route
     # each target's seconds are its own: the run summary's total adds them up (they were the
     # time since the group began, so three targets counted the first one's three times)

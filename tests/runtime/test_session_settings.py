@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from sqlflow.runtime.incremental import small_plan
+from sqlflow.runtime import small_plan
 from sqlflow.runtime.session_settings import changed
 
 

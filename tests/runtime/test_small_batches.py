@@ -391,7 +391,7 @@ def test_a_small_batch_runs_its_plan_without_code_generation_and_a_large_one_wit
     whole-stage code generation (no `*(n)` stage in its physical plan) and evaluates its
     expressions interpreted when the batch is small and reads few rows; outside it, and for
     a batch that reads many rows or a large batch, as the session is configured."""
-    from sqlflow.runtime.incremental.small_plan import FACTORY, WHOLE_STAGE, small_plan
+    from sqlflow.runtime.small_plan import FACTORY, WHOLE_STAGE, small_plan
 
     own = spark.newSession()  # the suite's sessions run interpreted already: compiled here
     own.conf.set(WHOLE_STAGE, "true")

@@ -39,7 +39,14 @@ from pyspark.sql import functions as F
 from sqlflow.engine.context import Context
 from sqlflow.errors import Location, SqlflowError
 from sqlflow.planning.plan import COMMIT_LOG, BatchPlan
-from sqlflow.runtime import dbt_incremental, fault_points, observed_reasons, sink_partitions, snapshot
+from sqlflow.runtime import (
+    dbt_incremental,
+    fault_points,
+    input_rows,
+    observed_reasons,
+    sink_partitions,
+    snapshot,
+)
 from sqlflow.runtime import quarantine as Q
 from sqlflow.runtime.analysis_errors import model_errors
 from sqlflow.runtime.delta.deltalog import TableInfo, holds_no_files, latest_version, locate
@@ -47,6 +54,7 @@ from sqlflow.runtime.delta.sinks import WriteResult, write
 from sqlflow.runtime.env_errors import environment_problem, written_paths
 from sqlflow.runtime.inputs import range_predicate, read, string_range, write_quarantine
 from sqlflow.runtime.results import DateRange, InputRead, QuarantineCount, RunResult
+from sqlflow.runtime.small_plan import INTERPRETED_ROWS, small_plan
 
 # a quarantine replace of at most this many rows is committed from the driver (`_quarantine`):
 # at about 500 bytes a row (the raw row as JSON), some 25 MB of Arrow
@@ -79,66 +87,67 @@ def run_batch(ctx: Context, plan: BatchPlan, *, start: date | None = None,
     plan = dbt_incremental.choose(spark, plan, full_refresh=full_refresh)
     began = time.monotonic()
     tables = _check_plan(spark, plan)
-    cached: list[DataFrame] = []
-    uses: list = []
-    try:
-        watches = _observable(plan, dates, tables)
-        reads, quarantined = _bind_inputs(spark, plan, dates, cached, versions or {}, tables, watches)
-        missing = None
-        if plan.dim is not None:  # dimensions and READY pinned once for the whole run
-            snap = snapshot.pin(spark, plan.dim)
-            reads = tuple(InputRead(r.relation, snap.versions.get(r.relation, r.version), r.view)
-                          for r in reads) + (InputRead(COMMIT_LOG, snap.log_version),)
-            missing = snapshot.missing_rows(spark, plan, origin=f"commit_log@v{snap.log_version}")
-            if missing is not None:
-                missing = missing.persist()
-                cached.append(missing)
-                quarantined.append(partial(_frame, missing))
-        checked = _checked(spark, plan, cached)
-        poisoned = _poisoned(plan, checked, counted=bool(quarantined))
-        if poisoned is not None:
-            quarantined.append(partial(_frame, poisoned))
-        if watches is not None and len(watches) != len(quarantined):  # not every input watched
-            watches = None
-        if watches is None:
-            q_result, counts = (_quarantine(spark, plan, quarantined, dates, tables) if quarantined
-                                else (None, ()))
-        sink, written = _write_sink(spark, plan, dates, checked, tables)
-        fault_points.reached("batch_sink")
-        if watches is not None:  # counted by the sink write, when they are whole
-            q_result, counts = _quarantine(spark, plan, quarantined, dates, tables,
-                                           known=observed_reasons.counts(watches))
-        if missing is not None and dates is not None:
-            missing = missing.where(F.expr(string_range("dt", dates)))
-        # the rows per dimension partition from the written rows while they are cached (else
-        # read back from the sink)
-        by_dim = (snapshot.lineage_counts(plan, written)
-                  if plan.dim is not None and written is not None and not sink.skipped else None)
-        uses = snapshot.record(spark, plan, sink, mode="batch", run_id=uuid.uuid4().hex, rows=by_dim,
-                               inputs={r.relation: r.version for r in reads}, missing=missing)
-    except SqlflowError:
-        raise
-    except _SPARK_ERRORS as exc:
-        problem = environment_problem(exc, written_paths(ctx, plan, checkpoint=False))
-        if problem is not None:
-            raise SqlflowError(f"model `{plan.model}` failed: {problem.message}",
-                               location=Location(plan.path), hint=problem.fix) from exc
-        raise SqlflowError(
-            f"model `{plan.model}` failed: {str(exc).strip().splitlines()[0]}",
-            location=Location(plan.path),
-            hint=f"its batch SQL is in target/sqlflow/batch/{plan.model}.sql; "
-                 "run with --debug for Spark's full error") from exc
-    finally:
-        # unpersist before the views go: over Spark Connect a DataFrame is resolved again on
-        # the server at each call, so its views must still exist (docs/deploy.md, Spark Connect)
-        for rows in cached:
-            rows.unpersist()
-        for b in plan.sources:
-            if b.view:
-                spark.catalog.dropTempView(b.view)
-        snapshot.release(spark, plan.dim)
-    return RunResult(plan.model, dates, reads, sink, q_result, counts, time.monotonic() - began,
-                     tuple(uses))
+    with small_plan(spark, *_small_run(spark, plan, tables)):
+        cached: list[DataFrame] = []
+        uses: list = []
+        try:
+            watches = _observable(plan, dates, tables)
+            reads, quarantined = _bind_inputs(spark, plan, dates, cached, versions or {}, tables, watches)
+            missing = None
+            if plan.dim is not None:  # dimensions and READY pinned once for the whole run
+                snap = snapshot.pin(spark, plan.dim)
+                reads = tuple(InputRead(r.relation, snap.versions.get(r.relation, r.version), r.view)
+                              for r in reads) + (InputRead(COMMIT_LOG, snap.log_version),)
+                missing = snapshot.missing_rows(spark, plan, origin=f"commit_log@v{snap.log_version}")
+                if missing is not None:
+                    missing = missing.persist()
+                    cached.append(missing)
+                    quarantined.append(partial(_frame, missing))
+            checked = _checked(spark, plan, cached)
+            poisoned = _poisoned(plan, checked, counted=bool(quarantined))
+            if poisoned is not None:
+                quarantined.append(partial(_frame, poisoned))
+            if watches is not None and len(watches) != len(quarantined):  # not every input watched
+                watches = None
+            if watches is None:
+                q_result, counts = (_quarantine(spark, plan, quarantined, dates, tables) if quarantined
+                                    else (None, ()))
+            sink, written = _write_sink(spark, plan, dates, checked, tables)
+            fault_points.reached("batch_sink")
+            if watches is not None:  # counted by the sink write, when they are whole
+                q_result, counts = _quarantine(spark, plan, quarantined, dates, tables,
+                                               known=observed_reasons.counts(watches))
+            if missing is not None and dates is not None:
+                missing = missing.where(F.expr(string_range("dt", dates)))
+            # the rows per dimension partition from the written rows while they are cached (else
+            # read back from the sink)
+            by_dim = (snapshot.lineage_counts(plan, written)
+                      if plan.dim is not None and written is not None and not sink.skipped else None)
+            uses = snapshot.record(spark, plan, sink, mode="batch", run_id=uuid.uuid4().hex, rows=by_dim,
+                                   inputs={r.relation: r.version for r in reads}, missing=missing)
+        except SqlflowError:
+            raise
+        except _SPARK_ERRORS as exc:
+            problem = environment_problem(exc, written_paths(ctx, plan, checkpoint=False))
+            if problem is not None:
+                raise SqlflowError(f"model `{plan.model}` failed: {problem.message}",
+                                   location=Location(plan.path), hint=problem.fix) from exc
+            raise SqlflowError(
+                f"model `{plan.model}` failed: {str(exc).strip().splitlines()[0]}",
+                location=Location(plan.path),
+                hint=f"its batch SQL is in target/sqlflow/batch/{plan.model}.sql; "
+                     "run with --debug for Spark's full error") from exc
+        finally:
+            # unpersist before the views go: over Spark Connect a DataFrame is resolved again on
+            # the server at each call, so its views must still exist (docs/deploy.md, Spark Connect)
+            for rows in cached:
+                rows.unpersist()
+            for b in plan.sources:
+                if b.view:
+                    spark.catalog.dropTempView(b.view)
+            snapshot.release(spark, plan.dim)
+        return RunResult(plan.model, dates, reads, sink, q_result, counts, time.monotonic() - began,
+                         tuple(uses))
 
 
 # --- inputs ---------------------------------------------------------------------------------------
@@ -159,6 +168,20 @@ def _check_plan(spark: SparkSession, plan: BatchPlan) -> dict[str, TableInfo]:
                 f"run `{b.input}` first: `sqlflow run --mode batch --select +{plan.model}`")
         raise SqlflowError(f"model `{plan.model}`: input table `{b.relation}` does not exist; {hint}")
     return found
+
+
+def _small_run(spark: SparkSession, plan: BatchPlan, tables: Mapping[str, TableInfo]) -> tuple[bool, bool]:
+    """`small_plan`'s (small, interpreted): both when the run's inputs hold at most
+    INTERPRETED_ROWS rows in all (`input_rows`): its sources, its dimensions and the commit
+    log their READY view reads, and an `incremental` model's own table, which its run reads."""
+    relations = [b.relation for b in plan.sources]
+    if plan.dim is not None:
+        relations += [*(d.relation for d in plan.dim.dims), COMMIT_LOG]
+    if plan.incremental is not None:
+        relations.append(plan.sink.table)
+    rows = input_rows.rows_read(spark, relations, tables)
+    small = rows is not None and rows <= INTERPRETED_ROWS
+    return small, small
 
 
 def _observable(plan: BatchPlan, dates: DateRange | None, tables: Mapping[str, TableInfo]) -> list | None:

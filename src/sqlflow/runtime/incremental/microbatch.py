@@ -70,8 +70,8 @@ from sqlflow.runtime.delta import commitlog, deltalog, once
 from sqlflow.runtime.delta.no_runtime_filter import no_runtime_filter
 from sqlflow.runtime.delta.sinks import BatchId, WriteResult, committed, write
 from sqlflow.runtime.incremental import held, input_logs, log_stats, older, padding, state, window
-from sqlflow.runtime.incremental.small_plan import INTERPRETED_ROWS, small_plan
 from sqlflow.runtime.ownership import quarantine_sink
+from sqlflow.runtime.small_plan import INTERPRETED_ROWS, small_plan
 
 SIDE = "__side"
 # a micro-batch of at most this many new rows (all inputs) hands its output and its state

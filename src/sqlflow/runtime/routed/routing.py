@@ -49,7 +49,7 @@ from sqlflow.errors import Location, SqlflowError
 from sqlflow.identifiers import quote_table as quote
 from sqlflow.planning.plan import COMMIT_LOG, RoutedPlan, RouteTarget, Sink
 from sqlflow.rendering.sourcemap import SourceMap
-from sqlflow.runtime import fault_points, literal_rows, offsets
+from sqlflow.runtime import fault_points, input_rows, literal_rows, offsets
 from sqlflow.runtime import quarantine as Q
 from sqlflow.runtime.analysis_errors import model_errors
 from sqlflow.runtime.batchfn import BatchFunction, query_failed
@@ -74,6 +74,7 @@ from sqlflow.runtime.results import DateRange, InputRead, RunResult
 from sqlflow.runtime.routed import filebudget as FB
 from sqlflow.runtime.routed import partition_commit as PC
 from sqlflow.runtime.routed import partition_quarantine as PQ
+from sqlflow.runtime.small_plan import INTERPRETED_ROWS, small_plan
 
 
 @dataclass(frozen=True)
@@ -569,6 +570,18 @@ def run_routed_batch(ctx: Context, plan: RoutedPlan, *, start: date | None = Non
     if not spark.catalog.tableExists(b.relation):
         raise SqlflowError(f"routed group `{plan.model}`: input table `{b.relation}` does not exist",
                            location=Location(plan.path), hint="run its parent first")
+    rows = input_rows.rows_read(spark, [b.relation])  # few: no adaptive plan, no code generated
+    small = rows is not None and rows <= INTERPRETED_ROWS
+    with small_plan(spark, small, interpreted=small):
+        results = _backfill(ctx, plan, dates, began, inspect, versions)
+    yield from results
+
+
+def _backfill(ctx: Context, plan: RoutedPlan, dates: DateRange | None, began: float,
+              inspect: Callable[[str, DataFrame], None] | None,
+              versions: dict[str, int] | None) -> list[RunResult]:
+    """`run_routed_batch`'s work: every target written, the group's quarantine, the commit."""
+    spark, b = ctx.spark, plan.sources[0]
     version = (versions or {}).get(b.relation)
     if version is None:
         version = latest_version(spark, b.relation)
@@ -619,4 +632,4 @@ def run_routed_batch(ctx: Context, plan: RoutedPlan, *, start: date | None = Non
     report = RouteReport(plan.model, None, 0, sum(q.rows for q in counts_q), tuple(writes),
                          tuple(sorted(hours)), tuple(fired), time.monotonic() - began)
     results[-1] = dataclasses.replace(results[-1], route=report)
-    yield from results
+    return results

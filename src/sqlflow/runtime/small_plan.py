@@ -1,5 +1,5 @@
-"""A small micro-batch's join planned without adaptive query execution and run without code
-generation (docs/design.md §2.9).
+"""A small micro-batch's join, or a small backfill, planned without adaptive query execution
+and run without code generation (docs/design.md §2.9; §3, "The runtime").
 
 A running `incremental` query reads each held batch of its older rows from its own cached
 partition (`held`). Under adaptive execution every cached relation a plan scans is a query
@@ -28,6 +28,11 @@ rows took as long either way (0.30-0.37 s once warm, one process, 2026-11-29), a
 not known keeps code generation: every outer join (its padding reads pending rows no count
 covers) and a join that reads a state table's copies. Spark tests its code generation against its interpreted
 expressions; the rows are the same either way, as with or without adaptive execution.
+
+A backfill (`batch.run_batch`, `routing.run_routed_batch`) whose inputs hold at most
+`INTERPRETED_ROWS` rows in all by their Delta logs (`input_rows`) runs inside the block too,
+small and interpreted: the demo's whole project at 200 impressions a day took 38-45 s
+against 54-69 s as configured, warm, in one process (2026-11-29, README).
 """
 
 from __future__ import annotations

@@ -1,0 +1,64 @@
+"""How many rows a backfill reads at most, from its input tables' Delta logs: no Spark job.
+
+A backfill of a small project (the demo at a few hundred rows a day, a test's tables, an
+analyst's first run) spent most of its time planning and compiling, not reading: each of its
+queries planned under adaptive execution (a job per shuffle stage, each re-planned when the
+one before it ends) and generated and compiled Java classes for every stage and expression
+list, for a few thousand rows. A backfill whose inputs hold at most `small_plan.INTERPRETED_ROWS`
+rows in all runs inside `small_plan` with neither (docs/design.md §3, "The runtime").
+
+The count is the sum of each input table's rows at its latest version, by the `numRecords`
+of its live data files (`delta.file_stats`); an input read at an older version (`sqlflow
+audit`) holds at most as many as the table ever did, and a backfill whose count is not known
+for every input runs as configured. The log of a table above `LOG_BYTES` on disk (its `.crc`
+says) is not read at all: no small run reads it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+
+from pyspark.sql import SparkSession
+
+from sqlflow.runtime.delta import file_stats
+from sqlflow.runtime.delta.deltalog import TableInfo, checksum, latest_version, local_log, locate
+
+# a table holding more bytes than this holds more than INTERPRETED_ROWS rows of any real schema
+# (a demo event row is ~250 bytes in Parquet): its log is not read for its row count
+LOG_BYTES = 256 << 20
+
+
+def rows_read(spark: SparkSession, relations: Iterable[str],
+              known: Mapping[str, TableInfo] | None = None) -> int | None:
+    """The rows of every table in `relations` (each counted once) at its latest version;
+    None when one is not a local Delta table whose files' statistics count their rows, or is
+    larger than `LOG_BYTES`. `known`: tables the caller located already (lower-case keys)."""
+    names = list(dict.fromkeys(r.lower() for r in relations))
+    found = dict(known or {})
+    missing = [n for n in names if n not in found]
+    if missing:
+        found.update(locate(spark, missing))
+    total = 0
+    for name in names:
+        rows = _table_rows(spark, name, found.get(name))
+        if rows is None:
+            return None
+        total += rows
+    return total
+
+
+def _table_rows(spark: SparkSession, name: str, info: TableInfo | None) -> int | None:
+    if info is None or info.format != "delta":
+        return None
+    log = local_log(spark, info.location)
+    if log is None:
+        return None
+    version = latest_version(spark, name, info.location)
+    if version is None:
+        return None
+    size = checksum(log, version).get("tableSizeBytes")
+    if not isinstance(size, int) or size > LOG_BYTES:
+        return None
+    extent = file_stats.extent(Path(log).parent, version, [])
+    return None if extent is None else extent.rows
