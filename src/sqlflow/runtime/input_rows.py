@@ -8,10 +8,12 @@ list, for a few thousand rows. A backfill whose inputs hold at most `small_plan.
 rows in all runs inside `small_plan` with neither (docs/design.md §3, "The runtime").
 
 The count is the sum of each input table's rows at its latest version, by the `numRecords`
-of its live data files (`delta.file_stats`); an input read at an older version (`sqlflow
-audit`) holds at most as many as the table ever did, and a backfill whose count is not known
-for every input runs as configured. The log of a table above `LOG_BYTES` on disk (its `.crc`
-says) is not read at all: no small run reads it.
+of its live data files (`delta.file_stats`); a backfill whose count is not known for every
+input runs as configured. An input pinned to an older version (`sqlflow audit`) is counted at
+its latest too: the choice is one of speed only (the rows are the same either way), so a
+table that held more rows before is at worst run interpreted over more rows than the bound.
+The log of a table above `LOG_BYTES` on disk (its `.crc` says) is not read at all: no small
+run reads it.
 """
 
 from __future__ import annotations
@@ -34,13 +36,13 @@ def rows_read(spark: SparkSession, relations: Iterable[str],
     """The rows of every table in `relations` (each counted once) at its latest version;
     None when one is not a local Delta table whose files' statistics count their rows, or is
     larger than `LOG_BYTES`. `known`: tables the caller located already (lower-case keys)."""
-    names = list(dict.fromkeys(r.lower() for r in relations))
     found = dict(known or {})
-    missing = [n for n in names if n not in found]
-    if missing:
-        found.update(locate(spark, missing))
-    total = 0
-    for name in names:
+    names = sorted(dict.fromkeys(r.lower() for r in relations), key=lambda n: n not in found)
+    total, located = 0, False
+    for name in names:  # the located ones first: one that cannot be counted (Spark Connect, a
+        if name not in found and not located:  # remote table) ends it before a catalog call
+            found.update(locate(spark, [n for n in names if n not in found]))
+            located = True
         rows = _table_rows(spark, name, found.get(name))
         if rows is None:
             return None
