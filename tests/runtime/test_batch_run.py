@@ -18,7 +18,7 @@ from sqlflow.cli.main import main
 from sqlflow.compiler import compile_project
 from sqlflow.engine.context import Context
 from sqlflow.errors import SqlflowError
-from sqlflow.runtime import batch
+from sqlflow.runtime import batch, input_rows
 from sqlflow.runtime.batch import run_batch
 from sqlflow.runtime.session_settings import changed
 
@@ -327,10 +327,10 @@ def test_a_run_of_few_input_rows_is_planned_small_and_of_more_as_configured_with
         return real(spark_, small, interpreted)
 
     monkeypatch.setattr(batch, "small_plan", spy)
-    monkeypatch.setattr(batch, "INTERPRETED_ROWS", len(imps) + len(clicks))
+    monkeypatch.setattr(input_rows, "INTERPRETED_ROWS", len(imps) + len(clicks))
     run_batch(ctx, plans["samples"])
     assert_same_rows(spark, f"{DW}.samples", expected_samples(imps, clicks), SAMPLES)
-    monkeypatch.setattr(batch, "INTERPRETED_ROWS", len(imps) + len(clicks) - 1)
+    monkeypatch.setattr(input_rows, "INTERPRETED_ROWS", len(imps) + len(clicks) - 1)
     with changed(spark, COMPILED):  # as the profile configures it (this session interprets)
         run_batch(ctx, plans["samples"])
     assert_same_rows(spark, f"{DW}.samples", expected_samples(imps, clicks), SAMPLES)

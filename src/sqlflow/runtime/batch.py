@@ -54,7 +54,7 @@ from sqlflow.runtime.delta.sinks import WriteResult, write
 from sqlflow.runtime.env_errors import environment_problem, written_paths
 from sqlflow.runtime.inputs import range_predicate, read, string_range, write_quarantine
 from sqlflow.runtime.results import DateRange, InputRead, QuarantineCount, RunResult
-from sqlflow.runtime.small_plan import INTERPRETED_ROWS, small_plan
+from sqlflow.runtime.small_plan import small_plan
 
 # a quarantine replace of at most this many rows is committed from the driver (`_quarantine`):
 # at about 500 bytes a row (the raw row as JSON), some 25 MB of Arrow
@@ -87,7 +87,8 @@ def run_batch(ctx: Context, plan: BatchPlan, *, start: date | None = None,
     plan = dbt_incremental.choose(spark, plan, full_refresh=full_refresh)
     began = time.monotonic()
     tables = _check_plan(spark, plan)
-    with small_plan(spark, *_small_run(spark, plan, tables)):
+    small = _small_run(spark, plan, tables)
+    with small_plan(spark, small, interpreted=small):
         cached: list[DataFrame] = []
         uses: list = []
         try:
@@ -170,18 +171,16 @@ def _check_plan(spark: SparkSession, plan: BatchPlan) -> dict[str, TableInfo]:
     return found
 
 
-def _small_run(spark: SparkSession, plan: BatchPlan, tables: Mapping[str, TableInfo]) -> tuple[bool, bool]:
-    """`small_plan`'s (small, interpreted): both when the run's inputs hold at most
-    INTERPRETED_ROWS rows in all (`input_rows`): its sources, its dimensions and the commit
-    log their READY view reads, and an `incremental` model's own table, which its run reads."""
+def _small_run(spark: SparkSession, plan: BatchPlan, tables: Mapping[str, TableInfo]) -> bool:
+    """Whether the run is small (`input_rows.small`) over what it reads: its sources, its
+    dimensions and the commit log their READY view reads, and an `incremental` model's own
+    table, which its run reads."""
     relations = [b.relation for b in plan.sources]
     if plan.dim is not None:
         relations += [*(d.relation for d in plan.dim.dims), COMMIT_LOG]
     if plan.incremental is not None:
         relations.append(plan.sink.table)
-    rows = input_rows.rows_read(spark, relations, tables)
-    small = rows is not None and rows <= INTERPRETED_ROWS
-    return small, small
+    return input_rows.small(spark, relations, tables)
 
 
 def _observable(plan: BatchPlan, dates: DateRange | None, tables: Mapping[str, TableInfo]) -> list | None:

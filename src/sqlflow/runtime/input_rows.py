@@ -25,10 +25,19 @@ from pyspark.sql import SparkSession
 
 from sqlflow.runtime.delta import file_stats
 from sqlflow.runtime.delta.deltalog import TableInfo, checksum, latest_version, local_log, locate
+from sqlflow.runtime.small_plan import INTERPRETED_ROWS
 
 # a table holding more bytes than this holds more than INTERPRETED_ROWS rows of any real schema
 # (a demo event row is ~250 bytes in Parquet): its log is not read for its row count
 LOG_BYTES = 256 << 20
+
+
+def small(spark: SparkSession, relations: Iterable[str],
+          known: Mapping[str, TableInfo] | None = None) -> bool:
+    """Whether a backfill reading `relations` is small: they hold at most INTERPRETED_ROWS
+    rows in all, as far as `rows_read` knows (run it inside `small_plan(spark, True, True)`)."""
+    rows = rows_read(spark, relations, known)
+    return rows is not None and rows <= INTERPRETED_ROWS
 
 
 def rows_read(spark: SparkSession, relations: Iterable[str],

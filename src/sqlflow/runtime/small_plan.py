@@ -32,7 +32,7 @@ expressions; the rows are the same either way, as with or without adaptive execu
 A backfill (`batch.run_batch`, `routing.run_routed_batch`) whose inputs hold at most
 `INTERPRETED_ROWS` rows in all by their Delta logs (`input_rows`) runs inside the block too,
 small and interpreted: the demo's whole project at 200 impressions a day took 38-45 s
-against 54-69 s as configured, warm, in one process (2026-11-29, README).
+against 56-69 s as configured, warm, in one process (2026-11-29, README).
 """
 
 from __future__ import annotations

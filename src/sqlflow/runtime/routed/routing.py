@@ -74,7 +74,7 @@ from sqlflow.runtime.results import DateRange, InputRead, RunResult
 from sqlflow.runtime.routed import filebudget as FB
 from sqlflow.runtime.routed import partition_commit as PC
 from sqlflow.runtime.routed import partition_quarantine as PQ
-from sqlflow.runtime.small_plan import INTERPRETED_ROWS, small_plan
+from sqlflow.runtime.small_plan import small_plan
 
 
 @dataclass(frozen=True)
@@ -570,8 +570,7 @@ def run_routed_batch(ctx: Context, plan: RoutedPlan, *, start: date | None = Non
     if not spark.catalog.tableExists(b.relation):
         raise SqlflowError(f"routed group `{plan.model}`: input table `{b.relation}` does not exist",
                            location=Location(plan.path), hint="run its parent first")
-    rows = input_rows.rows_read(spark, [b.relation])  # few: no adaptive plan, no code generated
-    small = rows is not None and rows <= INTERPRETED_ROWS
+    small = input_rows.small(spark, [b.relation])  # few rows: no adaptive plan, no code generated
     with small_plan(spark, small, interpreted=small):
         results = _backfill(ctx, plan, dates, began, inspect, versions)
     yield from results
