@@ -32,7 +32,6 @@ from collections.abc import Callable, Mapping
 from datetime import date, timedelta
 from functools import partial, reduce
 
-from pyspark.errors import PySparkException
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
@@ -55,16 +54,12 @@ from sqlflow.runtime.env_errors import environment_problem, written_paths
 from sqlflow.runtime.inputs import range_predicate, read, string_range, write_quarantine
 from sqlflow.runtime.results import DateRange, InputRead, QuarantineCount, RunResult
 from sqlflow.runtime.small_plan import small_plan
+from sqlflow.runtime.spark_errors import SPARK_ERRORS
 
 # a quarantine replace of at most this many rows is committed from the driver (`_quarantine`):
 # at about 500 bytes a row (the raw row as JSON), some 25 MB of Arrow
 LOCAL_QUARANTINE_ROWS = 50_000
 
-try:  # a JVM error pyspark does not translate arrives as Py4JJavaError (not with Spark Connect)
-    from py4j.protocol import Py4JJavaError
-    _SPARK_ERRORS: tuple[type[Exception], ...] = (PySparkException, Py4JJavaError)
-except ImportError:  # pragma: no cover
-    _SPARK_ERRORS = (PySparkException,)
 
 
 def run_batch(ctx: Context, plan: BatchPlan, *, start: date | None = None,
@@ -128,7 +123,7 @@ def run_batch(ctx: Context, plan: BatchPlan, *, start: date | None = None,
                                    inputs={r.relation: r.version for r in reads}, missing=missing)
         except SqlflowError:
             raise
-        except _SPARK_ERRORS as exc:
+        except SPARK_ERRORS as exc:
             problem = environment_problem(exc, written_paths(ctx, plan, checkpoint=False))
             if problem is not None:
                 raise SqlflowError(f"model `{plan.model}` failed: {problem.message}",

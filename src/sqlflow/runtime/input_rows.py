@@ -13,7 +13,8 @@ input runs as configured. An input pinned to an older version (`sqlflow audit`) 
 its latest too: the choice is one of speed only (the rows are the same either way), so a
 table that held more rows before is at worst run interpreted over more rows than the bound.
 The log of a table above `LOG_BYTES` on disk (its `.crc` says) is not read at all: no small
-run reads it.
+run reads it. For the same reason counting never fails a run: a catalog or log that cannot be
+read here (an error the run's own reads will report, if it is one) means "as configured".
 """
 
 from __future__ import annotations
@@ -26,17 +27,24 @@ from pyspark.sql import SparkSession
 from sqlflow.runtime.delta import file_stats
 from sqlflow.runtime.delta.deltalog import TableInfo, checksum, latest_version, local_log, locate
 from sqlflow.runtime.small_plan import INTERPRETED_ROWS
+from sqlflow.runtime.spark_errors import SPARK_ERRORS
 
 # a table holding more bytes than this holds more than INTERPRETED_ROWS rows of any real schema
 # (a demo event row is ~250 bytes in Parquet): its log is not read for its row count
 LOG_BYTES = 256 << 20
+
+# what counting can raise: a catalog call (Spark), a log file that cannot be read or parsed
+_COUNT_ERRORS: tuple[type[Exception], ...] = (*SPARK_ERRORS, OSError, ValueError)
 
 
 def small(spark: SparkSession, relations: Iterable[str],
           known: Mapping[str, TableInfo] | None = None) -> bool:
     """Whether a backfill reading `relations` is small: they hold at most INTERPRETED_ROWS
     rows in all, as far as `rows_read` knows (run it inside `small_plan(spark, True, True)`)."""
-    rows = rows_read(spark, relations, known)
+    try:
+        rows = rows_read(spark, relations, known)
+    except _COUNT_ERRORS:
+        return False
     return rows is not None and rows <= INTERPRETED_ROWS
 
 
