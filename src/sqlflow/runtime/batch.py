@@ -61,7 +61,6 @@ from sqlflow.runtime.spark_errors import SPARK_ERRORS
 LOCAL_QUARANTINE_ROWS = 50_000
 
 
-
 def run_batch(ctx: Context, plan: BatchPlan, *, start: date | None = None,
               end: date | None = None, versions: Mapping[str, int] | None = None,
               full_refresh: bool = False) -> RunResult:

@@ -40,7 +40,8 @@ _COUNT_ERRORS: tuple[type[Exception], ...] = (*SPARK_ERRORS, OSError, ValueError
 def small(spark: SparkSession, relations: Iterable[str],
           known: Mapping[str, TableInfo] | None = None) -> bool:
     """Whether a backfill reading `relations` is small: they hold at most INTERPRETED_ROWS
-    rows in all, as far as `rows_read` knows (run it inside `small_plan(spark, True, True)`)."""
+    rows in all, as far as `rows_read` knows (run it inside `small_plan(spark, True, True)`).
+    Never raises for what counting meets (`_COUNT_ERRORS`): not small, as configured."""
     try:
         rows = rows_read(spark, relations, known)
     except _COUNT_ERRORS:
