@@ -3,7 +3,7 @@ stream plan against the hand-written Spark stateful join, under the same trigger
 
     .venv/bin/python bench/latency.py [--rate 1000] [--seconds 30] [--warmup 10] [--trigger "1 second"]
                                       [--search 1000,5000,20000,40000] [--search-seconds 30]
-                                      [--source delta|kafka] [--only RUNS] [--seed 42]
+                                      [--source delta|kafka] [--only RUNS] [--seed 42] [--no-checksums]
 
 A producer thread appends to the model's two inputs (`dw.stg_ad_impressions`,
 `dw.stg_ad_clicks`, emptied before each run) every `--tick` seconds, `--rate` rows per second
@@ -20,7 +20,9 @@ those of rows appended in a run's first `--warmup` seconds (10: the queries' fir
 micro-batches and the JVM's warm-up, which a service pays once, not all day); every row is
 checked. The Delta producer appends with delta-rs from Python (`deltalake`, a dependency of
 sqlflow's; `--producer spark` appends through Spark in the queries' own JVM instead, which
-cannot keep up with 1,000 rows/s on two cores).
+cannot keep up with 1,000 rows/s on two cores) and writes each commit's checksum file as
+Spark's writer does (`--no-checksums`: none, as an external delta-rs writer; then each
+query's Delta source rebuilds each input's snapshot with a Spark job every trigger).
 Printed per run: p50 / p95 / p99 latency, the sustained rate (input rows / producer seconds,
 once the run kept up), the micro-batch durations (p50, p95) and their split into fixed cost
 and cost per row (least squares of seconds on input rows over the run's micro-batches).
@@ -199,13 +201,19 @@ class ArrowInputs:
     """The same rows as `DeltaInputs`, appended by delta-rs (`deltalake`)
     from Python: no Spark job, so the producer does not take the driver and the cores' time
     from the queries it feeds (a Spark append per tick fell seconds behind at 1,000 rows/s,
-    2026-11-28). Its commits carry file statistics but no checksum file."""
+    2026-11-28). Its commits carry file statistics and, as Spark's writer writes them, each
+    its checksum file (`version_checksum`, as sqlflow's own delta-rs appends): without one,
+    each query's Delta source rebuilt each input's snapshot with a Spark job every trigger
+    (`--no-checksums`, an external delta-rs writer)."""
 
-    def __init__(self, spark, seed: int, disorder: float) -> None:
+    def __init__(self, spark, seed: int, disorder: float, checksums: bool = True) -> None:
+        from deltalake import DeltaTable
+
         from sqlflow.runtime.delta import deltalog
 
-        self.seed, self.disorder = seed, disorder
+        self.seed, self.disorder, self.checksums = seed, disorder, checksums
         self.folders = {t: unquote(urlparse(deltalog.describe(spark, t).location).path) for t in INPUTS}
+        self.tables = {t: DeltaTable(f) for t, f in self.folders.items()}
 
     def append(self, tick: int, n: int, now: float, click: bool, src: int) -> None:
         import random
@@ -228,8 +236,12 @@ class ArrowInputs:
             "dt": pa.array([when.strftime("%Y-%m-%d")] * n),
             "hour": pa.array([when.strftime("%H")] * n),
         })
-        write_deltalake(self.folders[CLICKS if click else IMPS], rows, mode="append",
-                        partition_by=["dt", "hour"])
+        table = self.tables[CLICKS if click else IMPS]
+        write_deltalake(table, rows, mode="append", partition_by=["dt", "hour"])
+        if self.checksums:
+            from sqlflow.runtime.delta import version_checksum
+
+            version_checksum.write(self.folders[CLICKS if click else IMPS], table.version())
 
 
 def producer_of(spark, args, seed: int | None = None, disorder: float | None = None):
@@ -243,7 +255,9 @@ def producer_of(spark, args, seed: int | None = None, disorder: float | None = N
             kind = "arrow"
         except ImportError:
             kind = "spark"
-    return (ArrowInputs if kind == "arrow" else DeltaInputs)(spark, seed, disorder)
+    if kind == "arrow":
+        return ArrowInputs(spark, seed, disorder, checksums=not getattr(args, "no_checksums", False))
+    return DeltaInputs(spark, seed, disorder)
 
 
 def empty_inputs(spark) -> None:
@@ -469,6 +483,8 @@ def main() -> int:
     parser.add_argument("--producer", choices=("auto", "arrow", "spark"), default="auto",
                         help="how the delta source's rows are appended: delta-rs from Python (arrow) "
                              "or Spark jobs in the queries' JVM; auto: arrow when deltalake imports")
+    parser.add_argument("--no-checksums", action="store_true",
+                        help="the delta-rs producer writes no checksum files (an external writer)")
     parser.add_argument("--only", default="", help="`sqlflow` or `hand`: measure one of them")
     parser.add_argument("--seed", type=int, default=42)
     parser.add_argument("--keep", action="store_true", help="keep the temp project folder")

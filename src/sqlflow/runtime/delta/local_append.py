@@ -21,7 +21,9 @@ written and the caller writes with Spark. Both writers commit version N by creat
 tries the next one, so the two can append to the same log at once (a stream in Spark, a
 backfill here). `user_metadata` lands in the commit's `commitInfo.userMetadata`, where
 Spark's `userMetadata` write option puts it: the exactly-once journal (`once`) finds a
-journaled append's commit by it either way.
+journaled append's commit by it either way. An append's checksum file, which delta-rs does
+not write, is derived from the version before's (`version_checksum`), so a stream reading the
+table does not rebuild its snapshot with a Spark job.
 """
 
 from __future__ import annotations
@@ -49,7 +51,7 @@ from pyspark.sql.types import (
 
 from sqlflow.errors import SqlflowError
 from sqlflow.runtime import literal_rows
-from sqlflow.runtime.delta import deltalog, open_tables
+from sqlflow.runtime.delta import deltalog, open_tables, version_checksum
 
 _ARROW = {StringType: "string", LongType: "int64", BooleanType: "bool_"}
 # the column types a frame's rows may have: each maps to one Arrow type both writers store alike
@@ -142,6 +144,8 @@ def _commit(folder: str, table: Any, data: Any, user_metadata: str | None,
                  "the table: fix the model or the table; else check that the folder is writable "
                  "and its disk has room. Then run again (a stream's append is exactly once per "
                  "micro-batch, a backfill rewrites its partitions)") from exc
+    if mode == "append":  # the checksum Spark's writer would have put beside it
+        version_checksum.write(folder, table.version())
 
 
 def _same_folder(data: Any, partition_columns: Sequence[str]) -> bool:
