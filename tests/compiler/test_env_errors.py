@@ -75,3 +75,18 @@ def test_a_stream_failure_is_one_line_and_says_to_fix_before_running_again():
     assert diag.hint.startswith("free space on that file system")
     other = query_failed("model `m`", "models/m.sql", None, RuntimeError("boom\nat x"))
     assert other.diagnostics[0].message == "model `m`: stream query failed: boom"
+
+
+def test_paths_on_one_full_disk_name_the_first_while_others_fill_it(tmp_path, monkeypatch):
+    # the free space of one file system, asked once: a disk the other writers keep filling
+    # (the suite's other worker) gave each path its own figure and named either of them
+    from collections import namedtuple
+
+    from sqlflow.runtime import env_errors
+
+    usage, left = namedtuple("usage", "total used free"), iter(range(10_000, 0, -1))
+    monkeypatch.setattr(env_errors.shutil, "disk_usage", lambda p: usage(0, 0, next(left)))
+    first, second = tmp_path / "warehouse" / "dw", tmp_path / "checkpoints" / "m"
+    text = "java.io.IOException: No space left on device" + TRACE
+    problem = environment_problem(RuntimeError(text), (str(first), str(second)))
+    assert problem is not None and problem.path == str(first)

@@ -109,6 +109,7 @@ def test_a_plain_append_after_a_checksum_gets_one(tmp_path):
     (BEFORE, [{"add": {**ADD["add"], "dataChange": False}}]),  # a re-added file
     (BEFORE, [{"add": {**ADD["add"], "deletionVector": {"cardinality": 1}}}]),
     (BEFORE, [ADD, {"metaData": {"id": "n"}}]),
+    (BEFORE, [ADD, ["not", "an", "action"]]),
 ])
 def test_what_it_cannot_derive_for_sure_is_not_written(tmp_path, before, commit):
     log = _table(tmp_path, before, commit)

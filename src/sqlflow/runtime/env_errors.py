@@ -130,16 +130,26 @@ def _fullest(paths: Sequence[str], marker: str) -> str | None:
     if marker != "No space left on device" or len(local) < 2:
         return local[0] if local else None
 
-    def free(path: str) -> float:
+    def device(path: str) -> tuple[Path, int | None]:  # the nearest existing folder, its file system
         p = Path(re.sub(r"^file:(//)?", "", path))
         while not p.exists() and p != p.parent:
             p = p.parent
         try:
-            return shutil.disk_usage(p).free
+            return p, p.stat().st_dev
         except OSError:
-            return float("inf")
+            return p, None
 
-    return min(local, key=free)
+    # free space asked once per file system: paths on one share its figure, and the first
+    # of them wins a tie (asked twice, a disk other writers fill could order them either way)
+    found = {path: device(path) for path in local}
+    free: dict[int | None, float] = {}
+    for folder, dev in found.values():
+        if dev not in free:
+            try:
+                free[dev] = shutil.disk_usage(folder).free if dev is not None else float("inf")
+            except OSError:
+                free[dev] = float("inf")
+    return min(local, key=lambda path: free[found[path][1]])
 
 
 def _path_near(text: str, marker: str) -> str | None:

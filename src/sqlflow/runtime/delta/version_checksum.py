@@ -96,6 +96,8 @@ def derive(before: Any, actions: list[dict[str, Any]]) -> dict[str, Any] | None:
         return None
     txn = None
     for action in actions:
+        if not isinstance(action, dict):
+            return None
         if set(action) == {"commitInfo"}:
             info = action["commitInfo"]
             txn = info.get("txnId") if isinstance(info, dict) else None
