@@ -32,6 +32,8 @@ import os
 import uuid
 from typing import Any
 
+from sqlflow.runtime.delta import deltalog
+
 # checksum fields whose value an append of plain files leaves as it is
 _KEPT = {"numMetadata", "numProtocol", "setTransactions", "domainMetadata", "metadata", "protocol"}
 # fields this append may derive (or leave out); a checksum with any other field is not derived
@@ -50,9 +52,10 @@ def write(folder: str, version: int) -> bool:
     target = os.path.join(log, f"{version:020d}.crc")
     if version < 1 or os.path.exists(target):
         return False
+    before = deltalog.checksum(log, version - 1)  # {}: none, or not one
+    if not before:
+        return False
     try:
-        with open(os.path.join(log, f"{version - 1:020d}.crc"), encoding="utf-8") as f:
-            before = json.load(f)
         with open(os.path.join(log, f"{version:020d}.json"), encoding="utf-8") as f:
             actions = [json.loads(line) for line in f if line.strip()]
     except (OSError, ValueError):
