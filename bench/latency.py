@@ -236,12 +236,12 @@ class ArrowInputs:
             "dt": pa.array([when.strftime("%Y-%m-%d")] * n),
             "hour": pa.array([when.strftime("%H")] * n),
         })
-        table = self.tables[CLICKS if click else IMPS]
-        write_deltalake(table, rows, mode="append", partition_by=["dt", "hour"])
+        name = CLICKS if click else IMPS
+        write_deltalake(self.tables[name], rows, mode="append", partition_by=["dt", "hour"])
         if self.checksums:
             from sqlflow.runtime.delta import version_checksum
 
-            version_checksum.write(self.folders[CLICKS if click else IMPS], table.version())
+            version_checksum.write(self.folders[name], self.tables[name].version())
 
 
 def producer_of(spark, args, seed: int | None = None, disorder: float | None = None):

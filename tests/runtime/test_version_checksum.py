@@ -137,3 +137,6 @@ def test_a_partitioned_sink_append_gets_the_checksum_delta_computes(spark, tmp_p
     assert [(log / f"{v:020d}.crc").exists() for v in range(3)] == [True, True, True]
     assert _delta_agrees(spark, path)
     assert spark.read.format("delta").load(str(path)).count() == 2 + 2 * 9
+    first = spark.read.format("delta").option("versionAsOf", 0).load(str(path)).collect()
+    got = sorted(tuple(r) for r in spark.read.format("delta").load(str(path)).select("n", "dt", "v").collect())
+    assert got == sorted([tuple(r) for r in first] + 2 * [tuple(r) for r in rows.collect()])

@@ -90,8 +90,9 @@ def _segment(log: Path, version: int | None = None) -> tuple[tuple[int, list[Pat
     return found, todo
 
 
-def _commit(log: Path, version: int) -> list[dict[str, Any]]:
-    """The actions of commit `version`, in order."""
+def commit(log: Path, version: int) -> list[dict[str, Any]]:
+    """The actions of commit `version` of the `_delta_log` folder `log`, in order (OSError: no
+    such commit file; ValueError: a line that is not JSON)."""
     text = (log / f"{version:020d}.json").read_text()
     return [json.loads(line) for line in text.splitlines() if line.strip()]
 
@@ -110,7 +111,7 @@ def live_adds(table_dir: Path, version: int | None = None) -> dict[str, dict[str
             for row in pq.read_table(part, columns=["add", "remove", "metaData"]).to_pylist():
                 _apply(files, {k: v for k, v in row.items() if v})
     for v in todo:
-        for action in _commit(table_dir / "_delta_log", v):
+        for action in commit(table_dir / "_delta_log", v):
             _apply(files, action)
     return files
 
@@ -124,7 +125,7 @@ def plain_columns(table_dir: Path) -> bool:
     try:
         found, todo = _segment(log)
         for v in reversed(todo):
-            metadata = next((a["metaData"] for a in _commit(log, v) if isinstance(a, dict) and a.get("metaData")),
+            metadata = next((a["metaData"] for a in commit(log, v) if isinstance(a, dict) and a.get("metaData")),
                             None)
             if metadata is not None:
                 break

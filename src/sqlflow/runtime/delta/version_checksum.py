@@ -30,9 +30,10 @@ import bisect
 import json
 import os
 import uuid
+from pathlib import Path
 from typing import Any
 
-from sqlflow.runtime.delta import deltalog
+from sqlflow.runtime.delta import deltalog, logfiles
 
 # checksum fields whose value an append of plain files leaves as it is
 _KEPT = {"numMetadata", "numProtocol", "setTransactions", "domainMetadata", "metadata", "protocol"}
@@ -56,8 +57,7 @@ def write(folder: str, version: int) -> bool:
     if not before:
         return False
     try:
-        with open(os.path.join(log, f"{version:020d}.json"), encoding="utf-8") as f:
-            actions = [json.loads(line) for line in f if line.strip()]
+        actions = logfiles.commit(Path(log), version)
     except (OSError, ValueError):
         return False
     after = derive(before, actions)

@@ -21,7 +21,6 @@ plans as before.
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 
@@ -156,10 +155,8 @@ def _commit_adds(log: str, start: int | None, end: int | None) -> list[dict] | N
         return None
     adds = []
     for version in range(first, end + 1):
-        path = os.path.join(log, f"{version:020d}.json")
         try:
-            with open(path, encoding="utf-8") as f:
-                actions = [json.loads(line) for line in f if line.strip()]
+            actions = logfiles.commit(Path(log), version)
         except (OSError, ValueError):
             return None
         for action in actions:
