@@ -279,7 +279,8 @@ def test_batch_and_stream_plans_equal_the_reference(spark, contract, how, strate
 # --- verify can fail, and says where ------------------------------------------------------------------
 
 def corrupt(plan):
-    """The stream plan with `AND i.req_id <> 'a'` in every SELECT: it loses the rows of key `a`."""
+    """The stream plan with `AND i.req_id <> 'a'` in every SELECT, in its SQL and in the hash-join
+    form a small micro-batch runs: it loses the rows of key `a`."""
     import dataclasses
 
     from sqlglot import exp
@@ -287,11 +288,16 @@ def corrupt(plan):
     from sqlflow.dialect import DIALECT, parse
     from sqlflow.planning.plan import spark_sql
 
-    tree = parse(plan.sql)
-    for select in list(tree.find_all(exp.Select)):
-        if select.parent_select is None:  # each branch of the delta rule's UNION ALL
-            select.where("i.req_id <> 'a'", dialect=DIALECT, copy=False)
-    return dataclasses.replace(plan, sql=spark_sql(tree))
+    def without_a(sql):
+        tree = parse(sql)
+        for select in list(tree.find_all(exp.Select)):
+            if select.parent_select is None:  # each branch of the delta rule's UNION ALL
+                select.where("i.req_id <> 'a'", dialect=DIALECT, copy=False)
+        return spark_sql(tree)
+
+    hashed = plan.hash_join_sql
+    return dataclasses.replace(plan, sql=without_a(plan.sql),
+                               hash_join_sql=without_a(hashed) if hashed is not None else None)
 
 
 FIXED_IMPS = [("a", 1, T0, T0), ("b", 2, T0 + 3 * MINUTE, T0 + 3 * MINUTE), ("a", 3, T0 + 4 * MINUTE, T0 + 4 * MINUTE),

@@ -412,3 +412,65 @@ def test_a_small_batch_runs_its_plan_without_code_generation_and_a_large_one_wit
         assert stages() and own.conf.get(FACTORY) == "FALLBACK"
     with small_plan(own, False, interpreted=True):  # a large batch: as configured
         assert stages()
+
+
+def test_a_small_batch_joins_in_one_job_by_hashing_its_new_rows_without_a_shuffle(spark, setup, monkeypatch):
+    """A running query over small commits in random chunks: each micro-batch reads few rows,
+    so it runs the plan's hash-join SQL (`planning.delta.hash_join`) over views of one partition
+    each. The sink's query Spark plans is a shuffled hash join per term and no exchange at all
+    (no broadcast job, no shuffle), and the sink equals the batch plan's rows, row for row."""
+    import random
+
+    from sqlflow.runtime.dispatch import start_stream
+
+    s = setup
+    plan = s.stream_plans["attributed"]
+    assert plan.hash_join_sql is not None
+    rnd = random.Random(4)
+    imps, clicks = [], []
+    for k in range(24):
+        ts = at(1, 10, rnd.randrange(50), rnd.randrange(60))
+        imps.append(imp(f"h{k % 17}", k % 3, ts))
+        cts = ts + timedelta(seconds=rnd.randrange(25 * 60))  # some past the 20 minutes
+        clicks.append(click(f"h{k % 17}", cts))
+    rnd.shuffle(imps)
+    rnd.shuffle(clicks)
+    used, plans = [], []
+    bind, write = microbatch.MicroBatch._bind, microbatch.write
+
+    def bound(self, clean, olds, interpreted):
+        sql = bind(self, clean, olds, interpreted)
+        used.append(sql == plan.hash_join_sql)
+        return sql
+
+    def written(spark_, sink, rows, **kw):
+        if sink.table == plan.sink.table:  # planned here, inside the sink's settings
+            plans.append(rows._jdf.queryExecution().executedPlan().toString())
+        return write(spark_, sink, rows, **kw)
+
+    monkeypatch.setattr(microbatch.MicroBatch, "_bind", bound)
+    monkeypatch.setattr(microbatch, "write", written)
+    query, fn = start_stream(s.stream, plan, trigger="0.5 seconds")
+    try:
+        while imps or clicks:
+            for table, rows, schema in (("imps", imps, IMP_SCHEMA), ("clicks", clicks, CLICK_SCHEMA)):
+                n = rnd.randint(0, 6)
+                if rows[:n]:
+                    commit_one(spark, f"{s.ods}.{table}", rows[:n], schema)
+                del rows[:n]
+            query.processAllAvailable()
+    finally:
+        query.stop()
+    monkeypatch.undo()
+    assert fn.error is None
+    # every batch after the first (which reads the inputs' first versions, whose rows it
+    # does not count) reads few rows
+    assert len(used) >= 4 and all(used[1:]), used
+    assert len(plans) == len(used), (len(plans), len(used))
+    for hashed, p in zip(used, plans, strict=True):
+        if hashed:
+            assert "ShuffledHashJoin" in p and "Exchange" not in p and "BroadcastHashJoin" not in p, p
+        else:
+            assert "ShuffledHashJoin" not in p, p
+    sink, _ = s.truth("attributed")
+    assert_same(spark, plan.sink.table, sink)

@@ -208,6 +208,7 @@ class StreamPlan:
     quarantine: str
     trigger: str
     padding_sql: tuple[str, ...] = ()  # incremental outer joins: emits closed unmatched rows
+    hash_join_sql: str | None = None  # incremental inner joins: `sql` for a small micro-batch (delta/hash_join.py)
     event_time: str | None = None
     dim: DimPlan | None = None
     mode: Mode = "stream"

@@ -125,11 +125,12 @@ def _stream_plan(rendered: Any, ir: ModelIR, table: str, partition_by: tuple[str
         }
         sql = spark_sql(bind_relations(ir.ast, {r: b.view for r, b in bindings.items() if b.view}))
         padding: tuple[str, ...] = ()
+        hashed: str | None = None
         flush = sum(max(abs(j.interval.lower_us), abs(j.interval.upper_us)) for j in stream_joins(ir)
                     if j.interval is not None  # and bounded:
                     and j.interval.lower_us is not None and j.interval.upper_us is not None)
     else:
-        bindings, sql, padding = _incremental(ir, streams)
+        bindings, sql, padding, hashed = _incremental(ir, streams)
         flush = 0
     sources = tuple(bindings.get(i.relation) or _static(i) for i in _inputs(ir))
     return StreamPlan(
@@ -142,6 +143,7 @@ def _stream_plan(rendered: Any, ir: ModelIR, table: str, partition_by: tuple[str
                   origin=_sink_origin(rendered),
                   safe_partitions=safe_partitions(ir.ast, partition_by)),
         quarantine=quarantine, trigger=_trigger(config.trigger), padding_sql=padding,
+        hash_join_sql=hashed,
         idle_timeout_us=micros(config.idle_timeout) if config.idle_timeout is not None else None,
         event_time=config.event_time or ir.event_time, warnings=warnings,
         flush_margin_us=flush,
@@ -150,9 +152,12 @@ def _stream_plan(rendered: Any, ir: ModelIR, table: str, partition_by: tuple[str
     )
 
 
-def _incremental(ir: ModelIR,
-                 streams: list[InputRel]) -> tuple[dict[str, SourceBinding], str, tuple[str, ...]]:
-    """Bind streams to micro-batch delta views; joins of streams by the delta rule."""
+def _incremental(ir: ModelIR, streams: list[InputRel]
+                 ) -> tuple[dict[str, SourceBinding], str, tuple[str, ...], str | None]:
+    """Bind streams to micro-batch delta views; joins of streams by the delta rule. Also the
+    padding queries of outer joins, and an inner join's SQL for small micro-batches
+    (`delta.hash_join`)."""
+    from sqlflow.planning.delta.hash_join import hash_join_sql
     from sqlflow.planning.delta.rule import DeltaBinding, delta_rewrite, padding_queries
 
     joins = stream_joins(ir)
@@ -170,14 +175,17 @@ def _incremental(ir: ModelIR,
     deltas = {r: DeltaBinding(r, b.view, b.old_view or b.view) for r, b in bindings.items() if b.view}
     if not joined:
         views = {r: b.view for r, b in bindings.items() if b.view}
-        return bindings, spark_sql(bind_relations(ir.ast, views)), ()
+        return bindings, spark_sql(bind_relations(ir.ast, views)), (), None
     rewritten = delta_rewrite(ir.ast, deltas)
     pending = {r: view_name("pending", r) for r in deltas}
     padded = padding_queries(ir.ast, deltas, pending)
     padding = tuple(spark_sql(padded[r]) for r in sorted(padded))
     for r in padded:
         bindings[r] = dataclasses.replace(bindings[r], pending_view=pending[r])
-    return bindings, spark_sql(rewritten), padding
+    hashed = None if padded else hash_join_sql(
+        rewritten, {d.delta_view for d in deltas.values()},
+        {v for d in deltas.values() for v in (d.delta_view, d.old_view)})
+    return bindings, spark_sql(rewritten), padding, spark_sql(hashed) if hashed is not None else None
 
 
 def _prune_ranges(ir: ModelIR, joins: list[JoinIR]) -> dict[str, tuple[PruneRange, ...]]:

@@ -186,13 +186,12 @@ class MicroBatch(BatchFunction):
             for k, b in enumerate(self.sides):
                 if counts.get(k):
                     self.last_rows[b.relation] = began
-            clean = {}
-            for k, b in enumerate(self.sides):
-                # the stats' quarantine rule, not a second copy of its column expressions
-                clean[b.relation] = sides[k] if stats.proven_clean else \
-                    Q.clean(sides[k], b, model=plan.model, reason=stats.reason_of.get(k))
-                assert b.view is not None  # a stream side is read through its delta view
-                clean[b.relation].createOrReplaceTempView(b.view)
+            # the stats' quarantine rule, not a second copy of its column expressions
+            clean = {b.relation: sides[k] if stats.proven_clean else
+                     Q.clean(sides[k], b, model=plan.model, reason=stats.reason_of.get(k))
+                     for k, b in enumerate(self.sides)}
+            if plan.hash_join_sql is None:  # else bound once the rows read are known (`_bind`)
+                self._bind_new(clean, one_partition=False)  # before the dimensions, which read them
             app = self.app_id()
             with phase("dimensions"):
                 dims = snapshot.begin(spark, plan, self._id(app, batch_id))  # pinned dimensions (2.3)
@@ -206,6 +205,7 @@ class MicroBatch(BatchFunction):
                     write(spark, q_sink, reduce(DataFrame.unionByName, parts),
                           batch=self._id(f"{app}__quarantine", batch_id), local=few)
             keeps: dict[str, list[tuple[str, int, int]] | None] = {}  # `_keep` per joined input
+            olds: dict[str, DataFrame] = {}  # each joined input's older rows
             # the rows the join reads at most, as far as known (None: not known), for `small_plan`
             reads: int | None = None if self.outer else sum(counts.values())
             with phase("prune"):
@@ -220,10 +220,11 @@ class MicroBatch(BatchFunction):
                         else:
                             old, most = self._older(spark, b, sources[b.relation], batch_id, keep)
                             reads = None if reads is None or most is None else reads + most
-                        old.createOrReplaceTempView(b.old_view)
+                        olds[b.relation] = old
             interpreted = reads is not None and reads <= INTERPRETED_ROWS
+            sql = self._bind(clean, olds, interpreted)
             with phase("analyse"), model_errors(plan):  # Spark's analysis error at the model's line
-                rows = spark.sql(plan.sql)  # analysed now: the views may be rebound below
+                rows = spark.sql(sql)  # analysed now: the views may be rebound below
             now, pads, dirty = None, [], []
             if self.outer:
                 with phase("padding"):
@@ -292,6 +293,28 @@ class MicroBatch(BatchFunction):
             reasons=tuple(sorted((k, n) for k, n in reasons.items() if n)),
             newest_ingest_us=max((v for v in stats.max_ingest.values() if v is not None), default=None))
         self._report(report)
+
+    def _bind(self, clean: dict[str, DataFrame], olds: dict[str, DataFrame], interpreted: bool) -> str:
+        """Bind each joined input's older rows to its view (and the new rows, for a plan with a
+        hash-join form); the SQL that reads them. A join that reads few rows (`interpreted`)
+        whose plan has a hash-join form (`planning.delta.hash_join`: an inner join over the
+        plan's views that shuffles nothing, no dimension) reads every view as one partition and
+        hashes its new rows in the task that reads the older ones, instead of broadcasting them
+        in a Spark job each: the same rows, one job of a task per join term."""
+        hashed = self.plan.hash_join_sql if interpreted else None
+        for b in self.sides:
+            if b.relation in olds:
+                assert b.old_view is not None  # only a joined input's older rows are read
+                (olds[b.relation].coalesce(1) if hashed else olds[b.relation]).createOrReplaceTempView(b.old_view)
+        if self.plan.hash_join_sql is not None:
+            self._bind_new(clean, one_partition=hashed is not None)
+        return hashed or self.plan.sql
+
+    def _bind_new(self, clean: dict[str, DataFrame], *, one_partition: bool) -> None:
+        """Bind each input's clean new rows to its delta view (as one partition: `_bind`)."""
+        for b in self.sides:
+            assert b.view is not None  # a stream side is read through its delta view
+            (clean[b.relation].coalesce(1) if one_partition else clean[b.relation]).createOrReplaceTempView(b.view)
 
     def _new_rows(self, spark: SparkSession, df: DataFrame, batch_id: int, k: int) -> DataFrame:
         """Input `k`'s rows of this batch: read from its table when they are a whole version of
