@@ -177,6 +177,25 @@ def test_a_delta_rule_statement_repeating_the_model_maps_each_copy_to_the_model(
         assert err.diagnostics[0].location == Location("models/m.sql", *want)
 
 
+def test_an_error_in_the_hash_join_form_is_located_by_that_sql(tmp_path):
+    """A small micro-batch runs the plan's hash-join form (hints added to the delta rule's
+    statement): Spark's fragment offsets are in that SQL, and each term's copy maps to the model."""
+    sql = ("{{ config(materialized='streaming_table') }}\n"
+           "SELECT i.req_id, c.nosuch FROM {{ source('ods', 'imps') }} AS i\n"
+           "JOIN {{ source('ods', 'clicks') }} AS c ON i.req_id = c.req_id\n"
+           "  AND c.click_ts BETWEEN i.imp_ts AND i.imp_ts + INTERVAL 20 MINUTES\n"
+           "WHERE c.nosuch > 0")
+    plan = plan_of(tmp_path, sql, mode="stream")
+    hashed = plan.hash_join_sql
+    assert hashed is not None and hashed != plan.sql
+    for nth, want in ((0, (2, 18)), (1, (5, 7)), (2, (2, 18)), (3, (5, 7))):
+        exc = unresolved("`c`.`nosuch`", hashed, "c.nosuch", nth=nth)
+        with pytest.raises(SqlflowError) as err:
+            with model_errors(plan, hashed):
+                raise exc
+        assert err.value.diagnostics[0].location == Location("models/m.sql", *want), nth
+
+
 def test_what_cannot_be_located_gives_none_and_model_errors_lets_the_original_through(tmp_path):
     plan = plan_of(tmp_path, "SELECT i.req_id FROM {{ source('ods', 'imps') }} AS i")
     gone = unresolved("`elsewhere`", "SELECT elsewhere FROM v", "elsewhere")

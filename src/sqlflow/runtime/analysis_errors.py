@@ -193,15 +193,16 @@ class PlanSql(Protocol):
     def mode(self) -> str: ...
 
 
-def analysis_error(exc: BaseException, plan: PlanSql) -> SqlflowError | None:
-    """A SqlflowError at the model line:col for Spark's error `exc` raised by `plan.sql`, or
-    None when it cannot be located (no source map, no fragment, not found in the model)."""
+def analysis_error(exc: BaseException, plan: PlanSql, sql: str | None = None) -> SqlflowError | None:
+    """A SqlflowError at the model line:col for Spark's error `exc` raised by `sql` (default
+    `plan.sql`; another form of it, such as a small micro-batch's hash-join SQL), or None when
+    it cannot be located (no source map, no fragment, not found in the model)."""
     source_map = getattr(plan, "source_map", None)
     problem = problem_of(exc)
     if source_map is None or problem is None:
         return None
     rendered = "\n".join(source_map.rendered_lines)
-    offset = find_in_model(problem, plan.sql, rendered)
+    offset = find_in_model(problem, plan.sql if sql is None else sql, rendered)
     if offset is None:
         return None
     where: Location = source_map.locate(*_line_col(rendered, offset))
@@ -219,15 +220,16 @@ def _artifact(plan: PlanSql) -> str:
 
 
 @contextmanager
-def model_errors(plan: PlanSql) -> Iterator[None]:
-    """Around `spark.sql(plan.sql)`: Spark's analysis error becomes a SqlflowError at the model
-    line when it can be located; anything else propagates unchanged."""
+def model_errors(plan: PlanSql, sql: str | None = None) -> Iterator[None]:
+    """Around `spark.sql(plan.sql)` (or `spark.sql(sql)`, another form of it): Spark's analysis
+    error becomes a SqlflowError at the model line when it can be located; anything else
+    propagates unchanged."""
     try:
         yield
     except SqlflowError:
         raise
     except Exception as exc:
-        located = analysis_error(exc, plan)
+        located = analysis_error(exc, plan, sql)
         if located is None:
             raise
         raise located from exc

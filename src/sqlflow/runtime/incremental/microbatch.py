@@ -223,7 +223,7 @@ class MicroBatch(BatchFunction):
                         olds[b.relation] = old
             interpreted = reads is not None and reads <= INTERPRETED_ROWS
             sql = self._bind(clean, olds, interpreted)
-            with phase("analyse"), model_errors(plan):  # Spark's analysis error at the model's line
+            with phase("analyse"), model_errors(plan, sql):  # Spark's analysis error at the model's line
                 rows = spark.sql(sql)  # analysed now: the views may be rebound below
             now, pads, dirty = None, [], []
             if self.outer:
