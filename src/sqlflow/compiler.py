@@ -210,6 +210,10 @@ def plan_sql_text(plan: Plan) -> str:
     parts = [head, plan.sql.rstrip() + ";"]
     for i, pad in enumerate(getattr(plan, "padding_sql", ()) or ()):
         parts += [f"-- padding of closed unmatched rows ({i + 1})", pad.rstrip() + ";"]
+    hashed = getattr(plan, "hash_join_sql", None)
+    if hashed:  # what a micro-batch that reads few rows runs instead (docs/semantics.md, "Stream runs")
+        parts += ["-- the same statement for a micro-batch that reads few rows (its new rows hashed in one job)",
+                  hashed.rstrip() + ";"]
     return "\n".join(parts) + "\n"
 
 

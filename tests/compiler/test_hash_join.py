@@ -10,6 +10,7 @@ import sqlglot
 from sqlglot import exp
 
 from compiler.test_plan import JOIN, compiled
+from sqlflow.compiler import plan_sql_text
 from sqlflow.planning.delta.hash_join import hash_join_sql
 
 NEW = {"dn", "dm"}
@@ -38,6 +39,9 @@ def test_an_interval_join_plan_hashes_the_new_rows_of_each_term(tmp_path):
     assert hints(hashed) == [["i"], ["c"]]
     assert without_hints(plan.hash_join_sql) == without_hints(plan.sql)
     assert "SHUFFLE_HASH" not in plan.sql.upper()
+    # the compiled file an analysis error names holds both forms, the plan's first
+    text = plan_sql_text(plan)
+    assert text.index(plan.sql.rstrip() + ";") < text.index(plan.hash_join_sql.rstrip() + ";")
 
 
 @pytest.mark.parametrize("sql", [
