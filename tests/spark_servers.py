@@ -28,6 +28,7 @@ import pyspark
 import pytest
 
 from helpers import LONG_JVM
+from sqlflow.engine.session import CHECKPOINT_FILES, SESSION_DEFAULTS
 
 SPARK_HOME = Path(pyspark.__file__).parent
 SPARK_CLASS = SPARK_HOME / "bin" / "spark-class"
@@ -195,6 +196,9 @@ CONNECT_CONF = {
     # `_SUCCESS` markers over Connect: the server creates them (`copyFromLocalToFs`), on its
     # local file system only when allowed (docs/deploy.md, "Spark Connect")
     "spark.sql.artifact.copyFromLocalToFs.allowDestLocal": "true",
+    # checkpoint files without a process per file, as a classic session writes them
+    # (`engine/session.SESSION_DEFAULTS`)
+    CHECKPOINT_FILES: SESSION_DEFAULTS[CHECKPOINT_FILES],
 }
 
 

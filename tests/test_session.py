@@ -6,7 +6,7 @@ import datetime as dt
 
 import pytest
 
-from sqlflow.engine.session import SESSION_DEFAULTS, spark_conf, with_defaults
+from sqlflow.engine.session import CHECKPOINT_FILES, SESSION_DEFAULTS, spark_conf, with_defaults
 from sqlflow.errors import SqlflowError
 from sqlflow.project.profiles import load_target
 
@@ -55,6 +55,19 @@ def test_the_session_is_built_with_sqlflows_defaults(spark):
 
     assert all(spark.conf.get(k) == v for k, v in SESSION_DEFAULTS.items())
     assert not is_debugging_enabled()  # what PySpark's column functions ask before each call
+
+
+@pytest.mark.spark
+def test_a_stream_checkpoint_is_written_through_the_file_system_api(spark, tmp_path):
+    """Spark's checkpoint files go through Hadoop's FileSystem API (one rename a file), not its
+    FileContext (ten `readlink`/`chmod` processes a file without Hadoop's native library):
+    the manager Spark builds for a checkpoint folder, from the session's settings."""
+    jvm = spark._jvm
+    manager = jvm.org.apache.spark.sql.execution.streaming.checkpointing.CheckpointFileManager.create(
+        jvm.org.apache.hadoop.fs.Path(str(tmp_path / "checkpoint")),
+        spark._jsparkSession.sessionState().newHadoopConf())
+    assert manager.getClass().getName() == SESSION_DEFAULTS[CHECKPOINT_FILES]
+    assert manager.getClass().getSimpleName() == "FileSystemBasedCheckpointFileManager"
 
 
 def test_unknown_target_suggests_closest(project_dir):

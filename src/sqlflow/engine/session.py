@@ -137,7 +137,23 @@ def _start(target: Target, conf: dict[str, str]):
 # the model's: a model's errors are placed in its file by its SQL (`rendering/sourcemap.py`,
 # `runtime/analysis_errors.py`, which reads SQL query contexts only). Spark reads it only at
 # launch.
-SESSION_DEFAULTS = {"spark.python.sql.dataFrameDebugging.enabled": "false"}
+#
+# Spark's streaming checkpoint logs (a query's `offsets/` and `commits/` files every micro-batch,
+# the state stores' files) are written by default through Hadoop's FileContext, whose local file
+# system has no native library here: each file's atomic rename asks `getFileLinkStatus` of the
+# file and of its checksum file, before and after, and Hadoop answers each by starting a
+# `readlink` process (Hadoop's `FileUtil.readLink`), eight per file, two more `chmod` processes
+# per file created. That was 20 processes and about 60-85 ms of a 1,000-row micro-batch's
+# 0.76 s (`bench/microbatch_cost.py`, Spark's walCommit and commitOffsets; 2026-12-02). The
+# FileSystem API's rename is one `rename(2)` (atomic on a local file system; sqlflow's
+# checkpoints are always folders under the project, `runtime/query.checkpoint_dir`), and its
+# "already exists" check is the same check-then-rename FileContext makes on a local file
+# system. One query per checkpoint is sqlflow's own rule (`runtime/run_lock`).
+CHECKPOINT_FILES = "spark.sql.streaming.checkpointFileManagerClass"
+SESSION_DEFAULTS = {
+    "spark.python.sql.dataFrameDebugging.enabled": "false",
+    CHECKPOINT_FILES: "org.apache.spark.sql.execution.streaming.checkpointing.FileSystemBasedCheckpointFileManager",
+}
 
 # Settings the JVM reads only at launch: they must be on its command line.
 _LAUNCH_ONLY = ("spark.master", "spark.remote", "spark.app.name", "spark.driver.", "spark.executor.",
