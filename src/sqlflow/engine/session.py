@@ -143,8 +143,9 @@ def _start(target: Target, conf: dict[str, str]):
 # system has no native library here: each file's atomic rename asks `getFileLinkStatus` of the
 # file and of its checksum file, before and after, and Hadoop answers each by starting a
 # `readlink` process (Hadoop's `FileUtil.readLink`), eight per file, two more `chmod` processes
-# per file created. That was 20 processes and about 60-85 ms of a 1,000-row micro-batch's
-# 0.76 s (`bench/microbatch_cost.py`, Spark's walCommit and commitOffsets; 2026-12-02). The
+# per file created: 20 processes a micro-batch, Spark's walCommit + commitOffsets 0.09 s of a
+# 1,000-row micro-batch, 0.02 s through the FileSystem API (`bench/microbatch_cost.py`,
+# 2026-12-02, README "Benchmarks"). The
 # FileSystem API's rename is one `rename(2)` (atomic on a local file system; sqlflow's
 # checkpoints are always folders under the project, `runtime/query.checkpoint_dir`), and its
 # "already exists" check is the same check-then-rename FileContext makes on a local file
