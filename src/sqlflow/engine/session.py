@@ -145,11 +145,12 @@ def _start(target: Target, conf: dict[str, str]):
 # `readlink` process (Hadoop's `FileUtil.readLink`), eight per file, two more `chmod` processes
 # per file created: 20 processes a micro-batch, Spark's walCommit + commitOffsets 0.09 s of a
 # 1,000-row micro-batch, 0.02 s through the FileSystem API (`bench/microbatch_cost.py`,
-# 2026-12-02, README "Benchmarks"). The
-# FileSystem API's rename is one `rename(2)` (atomic on a local file system; sqlflow's
-# checkpoints are always folders under the project, `runtime/query.checkpoint_dir`), and its
-# "already exists" check is the same check-then-rename FileContext makes on a local file
-# system. One query per checkpoint is sqlflow's own rule (`runtime/run_lock`).
+# 2026-12-02, README "Benchmarks"). The FileSystem API's rename is one `rename(2)` (atomic on a
+# local file system; sqlflow's checkpoints are always folders under the project, the planner's
+# `.sqlflow/checkpoints/<model>`, `runtime/query.checkpoint_dir`), and its "already exists"
+# check is the same check-then-rename FileContext makes on a local file system. One query per
+# checkpoint is sqlflow's own rule (`runtime/run_lock`). Not set on a Connect session: the
+# server's operator chooses it for the server's file system (docs/deploy.md, "Spark Connect").
 CHECKPOINT_FILES = "spark.sql.streaming.checkpointFileManagerClass"
 SESSION_DEFAULTS = {
     "spark.python.sql.dataFrameDebugging.enabled": "false",
