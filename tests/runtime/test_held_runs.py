@@ -8,34 +8,7 @@ from __future__ import annotations
 from functools import reduce
 
 from sqlflow.runtime.incremental import held
-
-
-class Frame(list):
-    """A stand-in DataFrame: its rows; `coalesce`, `persist` and `unpersist` are recorded."""
-
-    dropped = persisted = False
-    partitions: int | None = None
-    compact: Frame | None = None  # the copy `coalesce` made of it
-
-    def unionByName(self, other):
-        return Frame([*self, *other])
-
-    def coalesce(self, n):
-        self.compact = Frame(self)
-        self.compact.partitions = n
-        return self.compact
-
-    def persist(self):
-        self.persisted = True
-        return self
-
-    def unpersist(self):
-        self.dropped = True
-        return self
-
-    def count(self):
-        self.counted = True
-        return len(self)
+from standin import Frame
 
 
 def rows(h: held.Held, relation: str, version: int, batch_id: int):

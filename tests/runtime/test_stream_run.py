@@ -270,6 +270,48 @@ def test_older_rows_come_from_the_inputs_and_only_a_split_commit_is_copied(spark
     assert_same(spark, plan.quarantine, quarantine, drop=("origin",))
 
 
+def test_copies_are_read_from_memory_in_the_query_that_made_them_and_from_the_table_after_a_restart(
+        spark, setup, monkeypatch):
+    """One commit of 3 files per input read a file per micro-batch: batches 1 and 2 end inside
+    it and copy their rows, each batch after reads the copies before it. In the query that
+    appended them it reads them from memory (`runtime.incremental.copies`: the state table is
+    not read); a query started again after a crash in batch 2 holds nothing of batch 1's copy,
+    so it reads the table. Both give the batch plan's rows."""
+    from sqlflow.runtime.incremental import state
+
+    s = setup
+    plan = s.stream_plans["attributed"]
+    imps, clicks = edge_cases()
+    append(spark, f"{s.ods}.imps", imps, IMP_SCHEMA)
+    append(spark, f"{s.ods}.clicks", clicks, CLICK_SCHEMA)
+    assert [b.batch_id for b in run_stream(s.stream, plan).batches] == [0]
+    for table, rows, schema in ((f"{s.ods}.imps", [imp(f"s{j}", 1, at(1, 9, 3 * j)) for j in range(12)], IMP_SCHEMA),
+                                (f"{s.ods}.clicks", [click(f"s{j}", at(1, 9, 3 * j + 2)) for j in range(12)],
+                                 CLICK_SCHEMA)):
+        spark.createDataFrame(rows, schema).repartition(3).write.format("delta").mode("append").saveAsTable(table)
+    split = replace(plan, sources=tuple(replace(b, max_files_per_trigger=1) for b in plan.sources))
+    reads, older = [], state.older
+
+    def counted(spark_, table, schema, batch_id, keep, after=-1, exists=None):
+        reads.append((batch_id, after))
+        return older(spark_, table, schema, batch_id, keep, after=after, exists=exists)
+
+    monkeypatch.setattr(state, "older", counted)
+
+    def crash(batch_id):
+        if batch_id == 2:
+            raise RuntimeError("simulated crash after the sink write of batch 2")
+
+    with pytest.raises(SqlflowError, match="simulated crash"):
+        run_stream(s.stream, split, after_sink=crash)
+    assert reads == []  # batch 2 read batch 1's copies from memory
+    assert [(b.batch_id, b.replayed) for b in run_stream(s.stream, split).batches] == [(2, True), (3, False)]
+    assert {b for b, _ in reads} == {2, 3}  # batch 1's copy: in the table only
+    sink, quarantine = s.truth("attributed")
+    assert_same(spark, plan.sink.table, sink)
+    assert_same(spark, plan.quarantine, quarantine, drop=("origin",))
+
+
 def test_a_running_query_reads_each_input_table_once_and_holds_the_rows_after(spark, setup, monkeypatch):
     """Micro-batches of one query that start and end on whole versions read each input table
     as of a version once; the later ones read the held run (that table plus each batch's new

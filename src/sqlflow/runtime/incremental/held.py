@@ -64,6 +64,13 @@ class Piece:
     rows: int
     extent: Extent | None = None
 
+    def release(self) -> None:
+        """Uncache the piece: its held rows, then the rows they were computed from (when those
+        are not the same frame)."""
+        self.kept.unpersist()
+        if self.cached is not self.kept:
+            self.cached.unpersist()
+
 
 @dataclass
 class Run:
@@ -114,11 +121,12 @@ class Held:
         self.runs[relation] = Run(version, read, version, batch_id - 1)
 
     def extend(self, relation: str, batch_id: int, start: int | None, end: int | None,
-               cached: DataFrame, clean: DataFrame, rows: int, extent: Extent | None = None) -> bool:
+               cached: DataFrame, clean: DataFrame | None, rows: int, extent: Extent | None = None) -> bool:
         """After micro-batch `batch_id` committed: its new rows of `relation` were the versions
         after `start` up to `end` (None: it started or ended inside a version), `clean` of them
         clean, read from `cached` (`rows` rows; `extent`: the range of their prune columns,
-        when known). True when the run keeps them: the caller must not unpersist `cached`."""
+        when known; `clean` None: `cached` is the clean rows, cached as one partition, and is
+        held as it is). True when the run keeps them: the caller must not unpersist `cached`."""
         run = self.runs.get(relation)
         if run is None:
             return False
@@ -133,7 +141,7 @@ class Held:
             return False
         if len(run.pieces) >= MAX_BATCHES:
             _merge(run)
-        run.pieces.append(Piece(cached, _compact(clean), rows, extent))
+        run.pieces.append(Piece(cached, cached if clean is None else _compact(clean), rows, extent))
         run.rows, run.end, run.batch = run.rows + rows, end, batch_id
         return True
 
@@ -151,8 +159,7 @@ class Held:
         if not gone:
             return 0
         for p in gone:
-            p.kept.unpersist()
-            p.cached.unpersist()
+            p.release()
         run.pieces = [p for p in run.pieces if p not in gone]
         run.rows -= sum(p.rows for p in gone)
         for column, low in floors.items():
@@ -164,8 +171,7 @@ class Held:
         if run is not None and run.window is not None:
             run.window.release()
         for p in run.pieces if run else ():
-            p.kept.unpersist()
-            p.cached.unpersist()
+            p.release()
 
     def clear(self) -> None:
         for relation in list(self.runs):
@@ -178,8 +184,7 @@ def _merge(run: Run) -> None:
     merged = _coalesced(run, 1).persist()
     merged.count()
     for p in run.pieces:
-        p.kept.unpersist()
-        p.cached.unpersist()
+        p.release()
     run.pieces = [Piece(merged, merged, sum(p.rows for p in run.pieces), _union([p.extent for p in run.pieces]))]
 
 

@@ -69,7 +69,7 @@ from sqlflow.runtime.batchfn import BatchFunction, Phases
 from sqlflow.runtime.delta import commitlog, deltalog, once
 from sqlflow.runtime.delta.no_runtime_filter import no_runtime_filter
 from sqlflow.runtime.delta.sinks import BatchId, WriteResult, committed, write
-from sqlflow.runtime.incremental import held, input_logs, log_stats, older, padding, state, window
+from sqlflow.runtime.incremental import copies, held, input_logs, log_stats, older, padding, state, window
 from sqlflow.runtime.ownership import quarantine_sink
 from sqlflow.runtime.small_plan import INTERPRETED_ROWS, small_plan
 
@@ -142,6 +142,7 @@ class MicroBatch(BatchFunction):
                                    location=Location(plan.path))
         self.progress = padding.progress_table(plan.sink.table, plan.model)
         self.held = held.Held()  # older rows kept between micro-batches (`held`)
+        self.copies = copies.Copies()  # the state tables' rows this object appended (`copies`)
         self.logs = input_logs.InputLogs()  # the inputs' own Delta logs (`input_logs`)
         # exactly-once appends: the query's journal, opened before the query plans a batch
         self.journal = once.Journal.open(checkpoint, offsets.next_batch(checkpoint)) if checkpoint else None
@@ -172,9 +173,13 @@ class MicroBatch(BatchFunction):
         began = time.monotonic()
         spark, plan, phase = df.sparkSession, self.plan, Phases()
         sources = self.ledger.before(batch_id)  # before caching: an error here leaks nothing
+        self.copies.begin(batch_id)
         with phase("new rows"):
-            sides = [self._new_rows(spark, df, batch_id, k) for k in range(len(self.sides))]
+            news = [self._new_rows(spark, df, batch_id, k) for k in range(len(self.sides))]
+            sides = [frame for frame, _ in news]
+            single = {k for k, (_, one) in enumerate(news) if one}  # cached as one partition
         kept: set[int] = set()  # inputs whose new rows a held run keeps cached
+        copied: set[int] = set()  # inputs whose new rows `copies` keeps cached
         try:
             with phase("stats"):
                 stats = self._log_stats(spark, batch_id) or self._stats(sides)
@@ -268,6 +273,11 @@ class MicroBatch(BatchFunction):
                             indexed=_indexed(b), owner=plan.model,
                             location=self._state_location.get(table), local=few)
                         self._state_exists[table] = True
+                        # the same rows, held for the next micro-batches' older rows (`copies`)
+                        if self.copies.add(b.relation, batch_id, sides[k],
+                                           None if k in single and stats.proven_clean else clean[b.relation],
+                                           counts[k]):
+                            copied.add(k)
                 self.ledger.record(batch_id, after)
                 if now is not None:
                     self._record(spark, "batch", now)
@@ -279,11 +289,12 @@ class MicroBatch(BatchFunction):
                                 inputs=self._offsets(batch_id), quarantined=quarantined,
                                 late=reasons.get("late", 0))
             fault_points.reached("commit_log", batch_id)
-            kept = self._hold(batch_id, sides, clean, counts, stats, keeps)
+            kept = self._hold(batch_id, sides, clean, counts, stats, keeps,
+                              compact=single if stats.proven_clean else set())
         finally:
             self._drop_views(spark)  # first: its frames read the new rows (`_uncache`)
             for k, frame in enumerate(sides):
-                if k not in kept:
+                if k not in kept | copied:
                     frame.unpersist()
         padded_rows = sum(pads)
         report = BatchReport(
@@ -316,7 +327,7 @@ class MicroBatch(BatchFunction):
             assert b.view is not None  # a stream side is read through its delta view
             (clean[b.relation].coalesce(1) if one_partition else clean[b.relation]).createOrReplaceTempView(b.view)
 
-    def _new_rows(self, spark: SparkSession, df: DataFrame, batch_id: int, k: int) -> DataFrame:
+    def _new_rows(self, spark: SparkSession, df: DataFrame, batch_id: int, k: int) -> tuple[DataFrame, bool]:
         """Input `k`'s rows of this batch: read from its table when they are a whole version of
         it (`older.new_rows`; none when the batch brought it nothing: the envelope's empty
         slice under `LIMIT 0`, which Spark's optimizer removes from the join; an empty frame
@@ -327,19 +338,19 @@ class MicroBatch(BatchFunction):
         for an outer join, whose padding and state append read the new rows again; an inner
         join reads them twice (stats, join), and a column-pruned scan costs less than a cache.
         New rows that came in under `input_logs.SMALL_BATCH_BYTES` of files are cached as one
-        partition: every later pass over them is one task, not one per file."""
+        partition: every later pass over them is one task, not one per file. Also whether
+        they are cached as one partition (`_hold` may hold that cache as it is)."""
         b = self.sides[k]
         whole, version = older.new_rows(self.checkpoint, batch_id, k)
         if whole and version is not None:
             rows = older.table_at(spark, b.relation, version, self.schemas[b.relation])
-            return rows.persist() if self.outer else rows
+            return (rows.persist() if self.outer else rows), False
         rows = df.where(F.col(SIDE) == k).select(f"{side_column(k)}.*")
         if whole:  # nothing new on this input: no rows, as the optimizer sees (no scan, no cache)
-            return rows.limit(0)
+            return rows.limit(0), False
         size = self.logs.added_bytes(spark, b.relation, self.checkpoint, batch_id, k)
-        if size is not None and size <= input_logs.SMALL_BATCH_BYTES:
-            rows = rows.coalesce(1)
-        return rows.persist()
+        one = size is not None and size <= input_logs.SMALL_BATCH_BYTES
+        return (rows.coalesce(1) if one else rows).persist(), one
 
     def _older(self, spark: SparkSession, b: SourceBinding, source: older.Source, batch_id: int,
                keep: list[tuple[str, int, int]] | None) -> tuple[DataFrame, int | None]:
@@ -349,15 +360,10 @@ class MicroBatch(BatchFunction):
         are not counted). The table as of the version is left out when its file statistics
         say no row of it is in `keep` (`_base_may_match`)."""
         schema = self.schemas[b.relation]
-        table = self.state_tables[b.relation]
         where = self._keep_column(b, keep)
-        if source.base is None or self._has_state(spark, table):
-            copies = state.older(spark, table, schema, batch_id, where, after=source.since,
-                                 exists=self._has_state(spark, table))
-            if source.base is None:
-                return copies, None
-        else:
-            copies = None  # no state table: no copies (`state.older` would be an empty frame)
+        copies = self._copies(spark, b, source, batch_id, where)
+        if source.base is None:
+            return copies if copies is not None else state.empty(spark, schema), None
         scanned: list[int | None] = []  # the base version's rows the parts read at most
 
         def base(run: held.Run) -> list[DataFrame]:
@@ -383,6 +389,25 @@ class MicroBatch(BatchFunction):
         if copies is not None:
             parts.append(copies)
         return (reduce(DataFrame.unionByName, parts) if parts else state.empty(spark, schema)), most
+
+    def _copies(self, spark: SparkSession, b: SourceBinding, source: older.Source, batch_id: int,
+                where: Column | None) -> DataFrame | None:
+        """`b`'s copies in its state table of the batches after `source.since` and before
+        `batch_id`, pruned by `where`: from memory when this object appended them all
+        (`copies`), else read from the table; None when there are none (no state table, or
+        none held)."""
+        table = self.state_tables[b.relation]
+        found = self.copies.rows(b.relation, source.since, batch_id)
+        if found is None:
+            if not self._has_state(spark, table):
+                return None  # no state table: no copies (`state.older` would be an empty frame)
+            return state.older(spark, table, self.schemas[b.relation], batch_id, where,
+                               after=source.since, exists=True)
+        if not found:
+            return None
+        columns = [F.col(quote_ident(f.name)) for f in self.schemas[b.relation].fields]
+        rows = reduce(DataFrame.unionByName, found).select(*columns)
+        return rows.where(where) if where is not None else rows
 
     def _base(self, spark: SparkSession, b: SourceBinding, run: held.Run,
               keep: list[tuple[str, int, int]] | None) -> list[DataFrame]:
@@ -446,13 +471,14 @@ class MicroBatch(BatchFunction):
 
     def _hold(self, batch_id: int, sides: list[DataFrame], clean: dict[str, DataFrame],
               counts: dict[int, int], stats: Stats,
-              keeps: dict[str, list[tuple[str, int, int]] | None]) -> set[int]:
+              keeps: dict[str, list[tuple[str, int, int]] | None], *, compact: set[int]) -> set[int]:
         """After a committed micro-batch: add each joined input's clean new rows to its held
         run when the batch started and ended on whole versions (`held.Held.extend`), with the
         range of their prune columns from the stats pass, then let go of the held batches no
         later batch can match (`held.Held.evict`: below this batch's ranges, less the other
         side's lateness, as a window's floors); the inputs whose cached new rows the runs
-        keep."""
+        keep. The inputs in `compact` have clean new rows cached as one partition: the run
+        holds that cache itself, not a second copy of it."""
         kept = set()
         for k, b in enumerate(self.sides):
             if not b.old_view or self.checkpoint is None or b.relation not in self.held.runs:
@@ -460,7 +486,8 @@ class MicroBatch(BatchFunction):
             start = offsets.start_of(self.checkpoint, batch_id, k)
             end = offsets.end_of(self.checkpoint, batch_id, k)
             if self.held.extend(b.relation, batch_id, start.version if start else None,
-                                end.version if end else None, sides[k], clean[b.relation],
+                                end.version if end else None, sides[k],
+                                None if k in compact else clean[b.relation],
                                 counts.get(k, 0), extent=self._piece_extent(b, stats)):
                 kept.add(k)
             keep = keeps.get(b.relation)
@@ -499,6 +526,7 @@ class MicroBatch(BatchFunction):
     def release(self) -> None:
         """The query has ended: let go of the older rows held for its next micro-batch."""
         self.held.clear()
+        self.copies.clear()
 
     def _uncache(self) -> None:
         """Let go of the step's cached frames (padding, checked rows), newest first.

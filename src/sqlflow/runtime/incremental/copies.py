@@ -1,0 +1,88 @@
+"""The state-table copies a running `incremental` query appended, held in memory for its next
+micro-batches (docs/design.md §2.9).
+
+A micro-batch that ends inside a commit of an input copies its clean new rows to the input's
+state table (`sqlflow.runtime.incremental.state`), and the batches after it read those copies
+back as older rows (`older.Source.since`): a Delta read of the state table each micro-batch, its
+snapshot built again after every append. The rows this query appended are the clean new rows it
+has just cached (`MicroBatch._new_rows`), so `Copies` keeps them, per input and batch id, and a
+micro-batch whose copies were all appended by this object reads them from memory instead: the
+same rows (the state table holds nothing else for those batch ids: one append per batch id,
+idempotent), without a snapshot.
+
+What the table holds that memory may not: copies of batches before this object's first
+micro-batch (an earlier run of the query, a replay after a crash), and the batches of an input
+let go to bound memory (`MAX_ROWS`). `floor` is, per input, the newest batch id whose copy may
+be only in the table; a micro-batch reading copies after `since` is served from memory only
+when `since >= floor`, else it reads the table, as before. Nothing of it is in the checkpoint.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pyspark.sql import DataFrame
+
+from sqlflow.runtime.incremental import held
+
+MAX_ROWS = held.MAX_ROWS  # copied rows held per input; more lets them go (the table serves)
+
+
+@dataclass
+class Copy:
+    batch: int
+    piece: held.Piece
+
+
+class Copies:
+    """The copies one query's micro-batches appended, per input relation."""
+
+    def __init__(self) -> None:
+        self.first: int | None = None  # the first micro-batch this object ran
+        self.floor: dict[str, int] = {}  # relation -> newest batch whose copy may be only in the table
+        self.held: dict[str, list[Copy]] = {}
+
+    def begin(self, batch_id: int) -> None:
+        """Micro-batch `batch_id` starts: copies of batches before this object's first are in
+        the table only."""
+        if self.first is None:
+            self.first = batch_id
+
+    def rows(self, relation: str, since: int, batch_id: int) -> list[DataFrame] | None:
+        """The copies of `relation` of the batches after `since` and before `batch_id`, as the
+        frames whose union they are ([] when there are none); None when some may be only in
+        the state table. Copies of batches up to `since` are let go: no later micro-batch
+        reads them (`since` only grows within a query)."""
+        if self.first is None or since < self.floor.get(relation, self.first - 1):
+            return None
+        keep = []
+        for c in self.held.get(relation, []):
+            if c.batch <= since:
+                c.piece.release()
+            else:
+                keep.append(c)
+        self.held[relation] = keep
+        return [c.piece.kept for c in keep if c.batch < batch_id]
+
+    def add(self, relation: str, batch_id: int, cached: DataFrame, clean: DataFrame | None,
+            rows: int) -> bool:
+        """Micro-batch `batch_id` appended `clean` (None: `cached` itself, one partition) to
+        `relation`'s state table, `rows` rows read from `cached`. True when it is held: the
+        caller must not unpersist `cached`. Over `MAX_ROWS` the input's copies are let go and
+        the table serves the batches up to this one."""
+        copies = self.held.setdefault(relation, [])
+        if sum(c.piece.rows for c in copies) + rows > MAX_ROWS:
+            self.drop(relation)
+            self.floor[relation] = batch_id
+            return False
+        kept = cached if clean is None else clean.coalesce(1).persist()
+        copies.append(Copy(batch_id, held.Piece(cached, kept, rows)))
+        return True
+
+    def drop(self, relation: str) -> None:
+        for c in self.held.pop(relation, []):
+            c.piece.release()
+
+    def clear(self) -> None:
+        for relation in list(self.held):
+            self.drop(relation)

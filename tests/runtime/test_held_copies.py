@@ -1,0 +1,77 @@
+"""The state-table copies a running `incremental` query appended, held for its next micro-batches
+(`sqlflow.runtime.incremental.copies`): when memory holds every copy a batch reads, and when
+only the table does. JVM-free with stand-in frames (`standin.Frame`)."""
+
+from __future__ import annotations
+
+from functools import reduce
+
+from sqlflow.runtime.incremental import copies, held
+from standin import Frame
+
+
+def read(c: copies.Copies, relation: str, since: int, batch_id: int):
+    """The copied rows `c` serves for the batch (their union), None when the table must."""
+    found = c.rows(relation, since, batch_id)
+    return None if found is None else reduce(Frame.unionByName, found, Frame())
+
+
+def test_a_query_reads_the_copies_it_appended_after_since_and_before_the_batch():
+    c = copies.Copies()
+    c.begin(0)
+    assert read(c, "t", -1, 0) == []  # nothing copied yet: no rows, and no table read
+    b0, b1 = Frame(["a", "b"]), Frame(["c"])
+    assert c.add("t", 0, b0, b0, 2) and c.add("t", 1, b1, b1, 1)
+    assert read(c, "t", -1, 1) == ["a", "b"]  # never the batch's own rows
+    assert read(c, "t", -1, 2) == ["a", "b", "c"]
+    assert read(c, "u", -1, 2) == []  # an input this query copied nothing of
+    # a later batch starts on a whole version after batch 0: batch 0's copy is let go
+    assert read(c, "t", 0, 2) == ["c"]
+    assert b0.dropped and b0.compact.dropped and not b1.dropped
+
+
+def test_copies_from_before_the_first_batch_are_read_from_the_table():
+    """A restarted query (a replay after a crash) holds nothing of the earlier run's copies."""
+    c = copies.Copies()
+    assert read(c, "t", -1, 5) is None  # no batch begun
+    c.begin(5)
+    c.begin(6)  # the first batch is the one that counts
+    assert read(c, "t", 3, 6) is None  # batch 4's copy may be in the table only
+    b5 = Frame(["x"])
+    assert c.add("t", 5, b5, b5, 1)
+    assert read(c, "t", 3, 7) is None
+    assert read(c, "t", 4, 7) == ["x"]  # every copy after batch 4: this object's
+
+
+def test_rows_cached_as_one_partition_are_held_as_they_are():
+    c = copies.Copies()
+    c.begin(0)
+    one = Frame(["a"])
+    assert c.add("t", 0, one, None, 1)
+    assert one.compact is None and c.rows("t", -1, 1) == [one]
+    c.clear()
+    assert one.dropped and c.held == {}
+
+
+def test_past_max_rows_the_copies_are_let_go_and_the_table_serves_until_since_passes(monkeypatch):
+    monkeypatch.setattr(copies, "MAX_ROWS", 3)
+    c = copies.Copies()
+    c.begin(0)
+    b0 = Frame(["a", "b"])
+    assert c.add("t", 0, b0, b0, 2)
+    assert not c.add("t", 1, Frame(["c", "d"]), Frame(["c", "d"]), 2)  # 4 > 3 rows
+    assert b0.dropped
+    assert read(c, "t", -1, 2) is None and read(c, "t", 0, 2) is None
+    b2 = Frame(["e"])
+    assert c.add("t", 2, b2, b2, 1)
+    assert read(c, "t", 1, 3) == ["e"]
+
+
+def test_a_held_run_keeps_a_batch_cached_as_one_partition_without_a_second_cache():
+    h = held.Held()
+    h.start("t", 3, lambda: Frame(["v1"]), 1)
+    one = Frame(["v4"])
+    assert h.extend("t", 1, 3, 4, one, None, 1)
+    assert one.compact is None and h.parts("t", 4, 2) == [Frame(["v1"]), one]
+    h.clear()
+    assert one.dropped
