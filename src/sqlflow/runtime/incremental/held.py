@@ -32,7 +32,8 @@ run goes on (it was dropped there before, and the next micro-batch built a new s
 input: a slow batch every 16); between merges the union of the held batches is kept and grown
 by each new one (`_coalesced`). For a batch whose new rows came from the micro-batch itself, both caches are kept until
 the run drops or merges them (the one partition is filled at the next batch's join, from the
-other).
+other), unless the micro-batch cached its new rows as one partition and all of them are clean:
+that cache is held as it is.
 
 The table as of `base` is read only when a micro-batch needs it (`parts(base=True)`): once a
 running query's new rows are past every row of that version, the caller leaves it out
