@@ -29,7 +29,7 @@ micro-batches after the first two by cumulative time (on the foreachBatch thread
 calls show which Spark/Delta/catalog calls the time goes to). A benchmark, not a test:
 nothing asserts a time. With `--rounds` above 1 it also prints each query's median and the
 median over the rounds after the first (`warm`): the first query of a process runs while the
-JVM still compiles Spark's planning code (0.58-0.63 s a micro-batch against 0.33-0.44 s for
+JVM still compiles Spark's planning code (0.58-0.69 s a micro-batch against 0.33-0.54 s for
 the queries after it, 2026-12-02), as a service's queries do only in their first minutes.
 Its last line is machine-readable:
 
