@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from functools import reduce
 
-from sqlflow.runtime.incremental import copies, held
+from sqlflow.runtime.incremental import copies
 from standin import Frame
 
 
@@ -28,6 +28,8 @@ def test_a_query_reads_the_copies_it_appended_after_since_and_before_the_batch()
     # a later batch starts on a whole version after batch 0: batch 0's copy is let go
     assert read(c, "t", 0, 2) == ["c"]
     assert b0.dropped and b0.compact.dropped and not b1.dropped
+    c.clear()
+    assert b1.dropped and b1.compact.dropped and c.held == {}
 
 
 def test_copies_from_before_the_first_batch_are_read_from_the_table():
@@ -43,16 +45,6 @@ def test_copies_from_before_the_first_batch_are_read_from_the_table():
     assert read(c, "t", 4, 7) == ["x"]  # every copy after batch 4: this object's
 
 
-def test_rows_cached_as_one_partition_are_held_as_they_are():
-    c = copies.Copies()
-    c.begin(0)
-    one = Frame(["a"])
-    assert c.add("t", 0, one, None, 1)
-    assert one.compact is None and c.rows("t", -1, 1) == [one]
-    c.clear()
-    assert one.dropped and c.held == {}
-
-
 def test_past_max_rows_the_copies_are_let_go_and_the_table_serves_until_since_passes(monkeypatch):
     monkeypatch.setattr(copies, "MAX_ROWS", 3)
     c = copies.Copies()
@@ -65,13 +57,3 @@ def test_past_max_rows_the_copies_are_let_go_and_the_table_serves_until_since_pa
     b2 = Frame(["e"])
     assert c.add("t", 2, b2, b2, 1)
     assert read(c, "t", 1, 3) == ["e"]
-
-
-def test_a_held_run_keeps_a_batch_cached_as_one_partition_without_a_second_cache():
-    h = held.Held()
-    h.start("t", 3, lambda: Frame(["v1"]), 1)
-    one = Frame(["v4"])
-    assert h.extend("t", 1, 3, 4, one, None, 1)
-    assert one.compact is None and h.parts("t", 4, 2) == [Frame(["v1"]), one]
-    h.clear()
-    assert one.dropped

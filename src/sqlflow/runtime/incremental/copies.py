@@ -64,10 +64,9 @@ class Copies:
         self.held[relation] = keep
         return [c.piece.kept for c in keep if c.batch < batch_id]
 
-    def add(self, relation: str, batch_id: int, cached: DataFrame, clean: DataFrame | None,
-            rows: int) -> bool:
-        """Micro-batch `batch_id` appended `clean` (None: `cached` itself, one partition) to
-        `relation`'s state table, `rows` rows read from `cached`. True when it is held: the
+    def add(self, relation: str, batch_id: int, cached: DataFrame, clean: DataFrame, rows: int) -> bool:
+        """Micro-batch `batch_id` appended `clean` to `relation`'s state table, `rows` rows read
+        from `cached`, and held as one cached partition (`held.compact`). True when it is held: the
         caller must not unpersist `cached`. Over `MAX_ROWS` the input's copies are let go and
         the table serves the batches up to this one."""
         copies = self.held.setdefault(relation, [])
@@ -75,8 +74,7 @@ class Copies:
             self.drop(relation)
             self.floor[relation] = batch_id
             return False
-        kept = cached if clean is None else clean.coalesce(1).persist()
-        copies.append(Copy(batch_id, held.Piece(cached, kept, rows)))
+        copies.append(Copy(batch_id, held.Piece(cached, held.compact(clean), rows)))
         return True
 
     def drop(self, relation: str) -> None:

@@ -19,7 +19,7 @@ again. A run is dropped, and the next micro-batch reads the table again, when a 
 not follow on from it (it starts or ends inside a version, or somewhere else), or when it would
 hold more than `MAX_ROWS` new rows (memory).
 
-Each batch's rows are held as one cached partition (`_compact`): a micro-batch's new rows are
+Each batch's rows are held as one cached partition (`compact`): a micro-batch's new rows are
 read from the few small files each commit adds, one task per file, and a union of 16 batches of
 them planned 8-16 tasks per batch into every later join (88 tasks of about 17 ms for 1,000 new
 rows at a load of 9, `bench/microbatch_cost.py`, 2026-11-26). Held, each batch is one task read
@@ -32,8 +32,7 @@ run goes on (it was dropped there before, and the next micro-batch built a new s
 input: a slow batch every 16); between merges the union of the held batches is kept and grown
 by each new one (`_coalesced`). For a batch whose new rows came from the micro-batch itself, both caches are kept until
 the run drops or merges them (the one partition is filled at the next batch's join, from the
-other), unless the micro-batch cached its new rows as one partition and all of them are clean:
-that cache is held as it is.
+other).
 
 The table as of `base` is read only when a micro-batch needs it (`parts(base=True)`): once a
 running query's new rows are past every row of that version, the caller leaves it out
@@ -122,12 +121,11 @@ class Held:
         self.runs[relation] = Run(version, read, version, batch_id - 1)
 
     def extend(self, relation: str, batch_id: int, start: int | None, end: int | None,
-               cached: DataFrame, clean: DataFrame | None, rows: int, extent: Extent | None = None) -> bool:
+               cached: DataFrame, clean: DataFrame, rows: int, extent: Extent | None = None) -> bool:
         """After micro-batch `batch_id` committed: its new rows of `relation` were the versions
         after `start` up to `end` (None: it started or ended inside a version), `clean` of them
         clean, read from `cached` (`rows` rows; `extent`: the range of their prune columns,
-        when known; `clean` None: `cached` is the clean rows, cached as one partition, and is
-        held as it is). True when the run keeps them: the caller must not unpersist `cached`."""
+        when known). True when the run keeps them: the caller must not unpersist `cached`."""
         run = self.runs.get(relation)
         if run is None:
             return False
@@ -142,7 +140,7 @@ class Held:
             return False
         if len(run.pieces) >= MAX_BATCHES:
             _merge(run)
-        run.pieces.append(Piece(cached, cached if clean is None else _compact(clean), rows, extent))
+        run.pieces.append(Piece(cached, compact(clean), rows, extent))
         run.rows, run.end, run.batch = run.rows + rows, end, batch_id
         return True
 
@@ -242,7 +240,7 @@ def _serves(run: Run, lows: dict[str, int] | None) -> bool:
     return all(lows.get(c, low) >= low for c, low in run.evicted.items())
 
 
-def _compact(clean: DataFrame) -> DataFrame:
+def compact(clean: DataFrame) -> DataFrame:
     """A batch's clean new rows as held: one partition (at most `MAX_ROWS` small rows), cached
     at its first read, the next micro-batch's join. `cached`, the rows it is computed from,
     stays cached beside it until the run drops both."""

@@ -175,9 +175,7 @@ class MicroBatch(BatchFunction):
         sources = self.ledger.before(batch_id)  # before caching: an error here leaks nothing
         self.copies.begin(batch_id)
         with phase("new rows"):
-            news = [self._new_rows(spark, df, batch_id, k) for k in range(len(self.sides))]
-            sides = [frame for frame, _ in news]
-            single = {k for k, (_, one) in enumerate(news) if one}  # cached as one partition
+            sides = [self._new_rows(spark, df, batch_id, k) for k in range(len(self.sides))]
         kept: set[int] = set()  # inputs whose new rows a held run keeps cached
         copied: set[int] = set()  # inputs whose new rows `copies` keeps cached
         try:
@@ -274,9 +272,7 @@ class MicroBatch(BatchFunction):
                             location=self._state_location.get(table), local=few)
                         self._state_exists[table] = True
                         # the same rows, held for the next micro-batches' older rows (`copies`)
-                        if self.copies.add(b.relation, batch_id, sides[k],
-                                           None if k in single and stats.proven_clean else clean[b.relation],
-                                           counts[k]):
+                        if self.copies.add(b.relation, batch_id, sides[k], clean[b.relation], counts[k]):
                             copied.add(k)
                 self.ledger.record(batch_id, after)
                 if now is not None:
@@ -289,8 +285,7 @@ class MicroBatch(BatchFunction):
                                 inputs=self._offsets(batch_id), quarantined=quarantined,
                                 late=reasons.get("late", 0))
             fault_points.reached("commit_log", batch_id)
-            kept = self._hold(batch_id, sides, clean, counts, stats, keeps,
-                              compact=single if stats.proven_clean else set())
+            kept = self._hold(batch_id, sides, clean, counts, stats, keeps)
         finally:
             self._drop_views(spark)  # first: its frames read the new rows (`_uncache`)
             for k, frame in enumerate(sides):
@@ -327,7 +322,7 @@ class MicroBatch(BatchFunction):
             assert b.view is not None  # a stream side is read through its delta view
             (clean[b.relation].coalesce(1) if one_partition else clean[b.relation]).createOrReplaceTempView(b.view)
 
-    def _new_rows(self, spark: SparkSession, df: DataFrame, batch_id: int, k: int) -> tuple[DataFrame, bool]:
+    def _new_rows(self, spark: SparkSession, df: DataFrame, batch_id: int, k: int) -> DataFrame:
         """Input `k`'s rows of this batch: read from its table when they are a whole version of
         it (`older.new_rows`; none when the batch brought it nothing: the envelope's empty
         slice under `LIMIT 0`, which Spark's optimizer removes from the join; an empty frame
@@ -338,19 +333,19 @@ class MicroBatch(BatchFunction):
         for an outer join, whose padding and state append read the new rows again; an inner
         join reads them twice (stats, join), and a column-pruned scan costs less than a cache.
         New rows that came in under `input_logs.SMALL_BATCH_BYTES` of files are cached as one
-        partition: every later pass over them is one task, not one per file. Also whether
-        they are cached as one partition (`_hold` may hold that cache as it is)."""
+        partition: every later pass over them is one task, not one per file."""
         b = self.sides[k]
         whole, version = older.new_rows(self.checkpoint, batch_id, k)
         if whole and version is not None:
             rows = older.table_at(spark, b.relation, version, self.schemas[b.relation])
-            return (rows.persist() if self.outer else rows), False
+            return rows.persist() if self.outer else rows
         rows = df.where(F.col(SIDE) == k).select(f"{side_column(k)}.*")
         if whole:  # nothing new on this input: no rows, as the optimizer sees (no scan, no cache)
-            return rows.limit(0), False
+            return rows.limit(0)
         size = self.logs.added_bytes(spark, b.relation, self.checkpoint, batch_id, k)
-        one = size is not None and size <= input_logs.SMALL_BATCH_BYTES
-        return (rows.coalesce(1) if one else rows).persist(), one
+        if size is not None and size <= input_logs.SMALL_BATCH_BYTES:
+            rows = rows.coalesce(1)
+        return rows.persist()
 
     def _older(self, spark: SparkSession, b: SourceBinding, source: older.Source, batch_id: int,
                keep: list[tuple[str, int, int]] | None) -> tuple[DataFrame, int | None]:
@@ -471,14 +466,13 @@ class MicroBatch(BatchFunction):
 
     def _hold(self, batch_id: int, sides: list[DataFrame], clean: dict[str, DataFrame],
               counts: dict[int, int], stats: Stats,
-              keeps: dict[str, list[tuple[str, int, int]] | None], *, compact: set[int]) -> set[int]:
+              keeps: dict[str, list[tuple[str, int, int]] | None]) -> set[int]:
         """After a committed micro-batch: add each joined input's clean new rows to its held
         run when the batch started and ended on whole versions (`held.Held.extend`), with the
         range of their prune columns from the stats pass, then let go of the held batches no
         later batch can match (`held.Held.evict`: below this batch's ranges, less the other
         side's lateness, as a window's floors); the inputs whose cached new rows the runs
-        keep. The inputs in `compact` have clean new rows cached as one partition: the run
-        holds that cache itself, not a second copy of it."""
+        keep."""
         kept = set()
         for k, b in enumerate(self.sides):
             if not b.old_view or self.checkpoint is None or b.relation not in self.held.runs:
@@ -486,8 +480,7 @@ class MicroBatch(BatchFunction):
             start = offsets.start_of(self.checkpoint, batch_id, k)
             end = offsets.end_of(self.checkpoint, batch_id, k)
             if self.held.extend(b.relation, batch_id, start.version if start else None,
-                                end.version if end else None, sides[k],
-                                None if k in compact else clean[b.relation],
+                                end.version if end else None, sides[k], clean[b.relation],
                                 counts.get(k, 0), extent=self._piece_extent(b, stats)):
                 kept.add(k)
             keep = keeps.get(b.relation)
