@@ -400,8 +400,7 @@ class MicroBatch(BatchFunction):
                                after=source.since, exists=True)
         if not found:
             return None
-        columns = [F.col(quote_ident(f.name)) for f in self.schemas[b.relation].fields]
-        rows = reduce(DataFrame.unionByName, found).select(*columns)
+        rows = state.input_columns(reduce(DataFrame.unionByName, found), self.schemas[b.relation])
         return rows.where(where) if where is not None else rows
 
     def _base(self, spark: SparkSession, b: SourceBinding, run: held.Run,
@@ -567,7 +566,7 @@ class MicroBatch(BatchFunction):
                 prev, now, exists=self._has_state(spark, self.state_tables[side.binding.relation])).persist()
             other = padding.other_rows(spark, side, self.state_tables, self.schemas, batch_id, pending,
                                        exists=self._has_state(spark, self.state_tables[side.other.relation]))
-            pad = padding.padded(spark, side, padding.without_batch(pending, self.schemas[side.binding.relation]),
+            pad = padding.padded(spark, side, state.input_columns(pending, self.schemas[side.binding.relation]),
                                  other, clean[side.other.relation]).persist()
             self._cached += [pending, pad]
             pads.append(pad.count())
@@ -687,7 +686,7 @@ class MicroBatch(BatchFunction):
         closed = (spark.table(self.state_tables[p.relation])
                   .where((a < batch_id) & prev.closed_for(p.relation, a, t)
                          & padding.between(ps, p.event_time, low - side.upper_us, high - side.lower_us)))
-        closed = padding.without_batch(closed, ps).persist()
+        closed = state.input_columns(closed, ps).persist()
         try:
             span = padding.time_range(closed, ps, p.event_time)  # one job: any rows, and their range
             if span[0] is None:
@@ -812,7 +811,7 @@ class MicroBatch(BatchFunction):
                 other = padding.other_rows(spark, side, self.state_tables, self.schemas,
                                            now.batch + 1, pending)
                 frames.append(padding.padded(
-                    spark, side, padding.without_batch(pending, self.schemas[side.binding.relation]),
+                    spark, side, state.input_columns(pending, self.schemas[side.binding.relation]),
                     other, state.empty(spark, self.schemas[o.relation])))
             batch = self._id(f"{self.app_id()}__close", now.batch * padding.CLOSE_STEP + now.seq,
                              step=now.batch)

@@ -282,8 +282,6 @@ def between(schema: StructType, column: str, low: int | None, high: int | None) 
     return (t >= F.lit(low)) & (t <= F.lit(high))
 
 
-def without_batch(rows: DataFrame, schema: StructType) -> DataFrame:
-    return rows.select(*[F.col(quote_ident(f.name)) for f in schema.fields])
 
 
 def padded(spark: SparkSession, side: Side, pending: DataFrame, other_old: DataFrame,

@@ -105,6 +105,12 @@ def older(spark: SparkSession, table: str, schema: StructType, batch_id: int,
     rows = spark.table(table).where((batch > F.lit(after)) & (batch < F.lit(batch_id)))
     if keep is not None:
         rows = rows.where(keep)
+    return input_columns(rows, schema)
+
+
+def input_columns(rows: DataFrame, schema: StructType) -> DataFrame:
+    """`rows` with the input's own columns (`schema`), in its order: without `BATCH_COLUMN`
+    or anything else a step added."""
     return rows.select(*[F.col(quote_ident(f.name)) for f in schema.fields])
 
 
