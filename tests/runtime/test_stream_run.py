@@ -350,3 +350,44 @@ def test_a_running_query_reads_each_input_table_once_and_holds_the_rows_after(sp
     sink, quarantine = s.truth("attributed")
     assert_same(spark, plan.sink.table, sink)
     assert_same(spark, plan.quarantine, quarantine, drop=("origin",))
+
+
+def test_held_rows_stay_cached_after_their_micro_batch_drops_its_views(spark, setup, monkeypatch):
+    """A micro-batch binds its new rows to the plan's views and drops the views at its end;
+    Spark's `dropTempView` uncaches a cached plan equal to the view's. The rows a held run
+    keeps for the next micro-batch (`held.compact`) are still cached when that batch has
+    read them (`runtime.incremental.views`), and the sink holds the batch plan's rows."""
+    from sqlflow.runtime.incremental import held
+
+    s = setup
+    plan = s.one_file_per_batch("attributed")
+    imps, clicks = edge_cases()
+
+    def part(p):  # one commit per input per micro-batch; its clicks match the part before
+        append(spark, f"{s.ods}.imps", imps[p::3] + [imp(f"h{p}", 1, at(1, 9, 10 * p))], IMP_SCHEMA)
+        append(spark, f"{s.ods}.clicks", clicks[p::3] + [click(f"h{q}", at(1, 9, 10 * q + 5))
+                                                         for q in range(p)], CLICK_SCHEMA)
+
+    part(0)
+    assert [b.batch_id for b in run_stream(s.stream, plan).batches] == [0]
+    part(1)
+    part(2)
+    compact, made = held.compact, []
+
+    def recorded(clean):
+        frame = compact(clean)
+        made.append(frame)
+        return frame
+
+    monkeypatch.setattr(held, "compact", recorded)
+    seen = []
+
+    def check(batch_id):  # after the sink write: this batch's join has read the held rows
+        seen.append((batch_id, [f.storageLevel.useMemory or f.storageLevel.useDisk for f in made]))
+
+    assert [b.batch_id for b in run_stream(s.stream, plan, after_sink=check).batches] == [1, 2]
+    assert [b for b, _ in seen] == [1, 2]
+    assert seen[1][1] and all(seen[1][1]), seen  # batch 1's held rows, read by batch 2: cached
+    sink, quarantine = s.truth("attributed")
+    assert_same(spark, plan.sink.table, sink)
+    assert_same(spark, plan.quarantine, quarantine, drop=("origin",))

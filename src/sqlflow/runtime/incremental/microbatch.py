@@ -69,7 +69,17 @@ from sqlflow.runtime.batchfn import BatchFunction, Phases
 from sqlflow.runtime.delta import commitlog, deltalog, once
 from sqlflow.runtime.delta.no_runtime_filter import no_runtime_filter
 from sqlflow.runtime.delta.sinks import BatchId, WriteResult, committed, write
-from sqlflow.runtime.incremental import copies, held, input_logs, log_stats, older, padding, state, window
+from sqlflow.runtime.incremental import (
+    copies,
+    held,
+    input_logs,
+    log_stats,
+    older,
+    padding,
+    state,
+    views,
+    window,
+)
 from sqlflow.runtime.ownership import quarantine_sink
 from sqlflow.runtime.small_plan import INTERPRETED_ROWS, small_plan
 
@@ -311,7 +321,7 @@ class MicroBatch(BatchFunction):
         for b in self.sides:
             if b.relation in olds:
                 assert b.old_view is not None  # only a joined input's older rows are read
-                (olds[b.relation].coalesce(1) if hashed else olds[b.relation]).createOrReplaceTempView(b.old_view)
+                views.bind(olds[b.relation].coalesce(1) if hashed else olds[b.relation], b.old_view)
         if self.plan.hash_join_sql is not None:
             self._bind_new(clean, one_partition=hashed is not None)
         return hashed or self.plan.sql
@@ -320,7 +330,7 @@ class MicroBatch(BatchFunction):
         """Bind each input's clean new rows to its delta view (as one partition: `_bind`)."""
         for b in self.sides:
             assert b.view is not None  # a stream side is read through its delta view
-            (clean[b.relation].coalesce(1) if one_partition else clean[b.relation]).createOrReplaceTempView(b.view)
+            views.bind(clean[b.relation].coalesce(1) if one_partition else clean[b.relation], b.view)
 
     def _new_rows(self, spark: SparkSession, df: DataFrame, batch_id: int, k: int) -> DataFrame:
         """Input `k`'s rows of this batch: read from its table when they are a whole version of

@@ -53,7 +53,7 @@ from sqlflow.identifiers import quote as quote_ident
 from sqlflow.planning.plan import SourceBinding, StreamPlan
 from sqlflow.runtime import literal_rows, ownership
 from sqlflow.runtime.delta import interrupted_create, once
-from sqlflow.runtime.incremental import state
+from sqlflow.runtime.incremental import state, views
 
 CLOSE_STEP = once.CLOSE_STEP  # write batch id of a flush/idle step: batch * CLOSE_STEP + seq
 
@@ -291,9 +291,9 @@ def padded(spark: SparkSession, side: Side, pending: DataFrame, other_old: DataF
     analysed at once, so the views can be bound to other rows afterwards."""
     assert side.binding.pending_view is not None and side.other.old_view is not None  # set by the planner
     assert side.other.view is not None
-    pending.createOrReplaceTempView(side.binding.pending_view)
-    other_old.createOrReplaceTempView(side.other.old_view)
-    other_delta.createOrReplaceTempView(side.other.view)
+    views.bind(pending, side.binding.pending_view)
+    views.bind(other_old, side.other.old_view)
+    views.bind(other_delta, side.other.view)
     return spark.sql(side.padding_sql)
 
 
