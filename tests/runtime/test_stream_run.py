@@ -323,17 +323,7 @@ def test_a_running_query_reads_each_input_table_once_and_holds_the_rows_after(sp
 
     s = setup
     plan = s.one_file_per_batch("attributed")
-    imps, clicks = edge_cases()
-
-    def part(p):  # one commit per input per micro-batch; its clicks match the part before
-        append(spark, f"{s.ods}.imps", imps[p::3] + [imp(f"h{p}", 1, at(1, 9, 10 * p))], IMP_SCHEMA)
-        append(spark, f"{s.ods}.clicks", clicks[p::3] + [click(f"h{q}", at(1, 9, 10 * q + 5))
-                                                         for q in range(p)], CLICK_SCHEMA)
-
-    part(0)
-    assert [b.batch_id for b in run_stream(s.stream, plan).batches] == [0]
-    part(1)
-    part(2)
+    _three_parts_after_a_first_batch(spark, s, plan)
     reads, table_at = [], older.table_at
 
     def counted(spark_, relation, version, schema):
@@ -361,17 +351,7 @@ def test_held_rows_stay_cached_after_their_micro_batch_drops_its_views(spark, se
 
     s = setup
     plan = s.one_file_per_batch("attributed")
-    imps, clicks = edge_cases()
-
-    def part(p):  # one commit per input per micro-batch; its clicks match the part before
-        append(spark, f"{s.ods}.imps", imps[p::3] + [imp(f"h{p}", 1, at(1, 9, 10 * p))], IMP_SCHEMA)
-        append(spark, f"{s.ods}.clicks", clicks[p::3] + [click(f"h{q}", at(1, 9, 10 * q + 5))
-                                                         for q in range(p)], CLICK_SCHEMA)
-
-    part(0)
-    assert [b.batch_id for b in run_stream(s.stream, plan).batches] == [0]
-    part(1)
-    part(2)
+    _three_parts_after_a_first_batch(spark, s, plan)
     compact, made = held.compact, []
 
     def recorded(clean):
@@ -391,3 +371,16 @@ def test_held_rows_stay_cached_after_their_micro_batch_drops_its_views(spark, se
     sink, quarantine = s.truth("attributed")
     assert_same(spark, plan.sink.table, sink)
     assert_same(spark, plan.quarantine, quarantine, drop=("origin",))
+
+
+def _three_parts_after_a_first_batch(spark, s, plan):
+    """The edge cases in three parts, one commit per input each (one micro-batch each of a
+    `one_file_per_batch` plan), each part's clicks matching the part before; the first part
+    streamed (batch 0), the other two appended for the test's own run."""
+    imps, clicks = edge_cases()
+    for p in range(3):
+        append(spark, f"{s.ods}.imps", imps[p::3] + [imp(f"h{p}", 1, at(1, 9, 10 * p))], IMP_SCHEMA)
+        append(spark, f"{s.ods}.clicks", clicks[p::3] + [click(f"h{q}", at(1, 9, 10 * q + 5))
+                                                         for q in range(p)], CLICK_SCHEMA)
+        if p == 0:
+            assert [b.batch_id for b in run_stream(s.stream, plan).batches] == [0]
