@@ -27,6 +27,7 @@ from pyspark.sql.streaming import StreamingQuery
 from pyspark.sql.types import StructType
 
 from sqlflow.planning.plan import COMMIT_LOG, SourceBinding, StreamPlan
+from sqlflow.runtime.incremental import worker_exit
 from sqlflow.runtime.incremental.microbatch import BatchReport, MicroBatch
 from sqlflow.runtime.query import app_id
 
@@ -73,8 +74,10 @@ class RemoteMicroBatch(RemoteBatch):
     def build(self, df: DataFrame) -> MicroBatch:
         assert self.plan is not None  # a query's function carries its plan
         checkpoint = Path(self.checkpoint)
-        return MicroBatch(self.plan, self.sides, self.schemas, self.state_tables,
-                          app_id(self.model, checkpoint), checkpoint=checkpoint, spark=df.sparkSession)
+        fn = MicroBatch(self.plan, self.sides, self.schemas, self.state_tables,
+                        app_id(self.model, checkpoint), checkpoint=checkpoint, spark=df.sparkSession)
+        worker_exit.release_at_exit(fn.release)  # the server's cache outlives this worker
+        return fn
 
 
 def logged(spark: SparkSession, app: str, ids: list[int]) -> dict[int, tuple[int, int, int]]:
