@@ -43,8 +43,8 @@ for k, release in ((9173, True), (9181, False)):
     probe = spark.range(1000).selectExpr(f"id * {k} AS x")  # the same plan as the worker's frame
     q = (spark.readStream.format("rate").option("rowsPerSecond", 5).load()
          .writeStream.foreachBatch(Holds(k, release)).trigger(processingTime="1 second").start())
-    deadline = time.monotonic() + 120
-    while not cached(probe) and time.monotonic() < deadline:
+    deadline = time.monotonic() + 120  # until batch 0 has cached its frame and returned
+    while not any(p.batchId >= 1 for p in q.recentProgress) and time.monotonic() < deadline:
         time.sleep(0.5)
     running = cached(probe)
     q.stop()
