@@ -58,3 +58,30 @@ def test_a_release_that_hangs_does_not_keep_the_process_alive(tmp_path):
     assert proc.wait(timeout=30) == -signal.SIGTERM
     assert time.monotonic() - began < 20
     assert out.read_text() == "released\n"
+
+
+IGNORED = r"""
+import signal, sys, time
+from pathlib import Path
+from sqlflow.runtime.incremental import worker_exit
+
+out = Path(sys.argv[1])
+signal.signal(signal.SIGTERM, signal.SIG_IGN)
+worker_exit.release_at_exit(lambda: out.write_text("released\n"))
+print("ready", flush=True)
+sys.stdin.readline()  # until the test closes stdin
+"""
+
+
+def test_where_sigterm_is_ignored_it_releases_nothing_until_the_process_exits(tmp_path):
+    out = tmp_path / "ignored.txt"
+    proc = subprocess.Popen([sys.executable, "-c", IGNORED, str(out)], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None and proc.stdin is not None
+    assert proc.stdout.readline().strip() == "ready"
+    proc.send_signal(signal.SIGTERM)
+    time.sleep(1.0)
+    assert proc.poll() is None and not out.exists()  # still running, its held rows kept
+    proc.stdin.close()
+    assert proc.wait(timeout=20) == 0
+    assert out.read_text() == "released\n"  # at its exit

@@ -282,8 +282,6 @@ def between(schema: StructType, column: str, low: int | None, high: int | None) 
     return (t >= F.lit(low)) & (t <= F.lit(high))
 
 
-
-
 def padded(spark: SparkSession, side: Side, pending: DataFrame, other_old: DataFrame,
            other_delta: DataFrame) -> DataFrame:
     """The padded output rows of `pending` (P's rows, input columns) against O's rows

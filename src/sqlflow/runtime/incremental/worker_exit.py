@@ -25,7 +25,9 @@ TIMEOUT = 10.0  # seconds a release may take before the worker ends without it
 
 def release_at_exit(release: Callable[[], None]) -> None:
     """Call `release` once when this process ends (SIGTERM or interpreter exit). Only the
-    main thread may install the signal handler; elsewhere the exit hook alone is kept."""
+    main thread may install the signal handler, and only where SIGTERM ends the process (not
+    ignored: releasing then would leave a running query without its held rows); elsewhere
+    the exit hook alone is kept."""
     done = threading.Event()
 
     def run() -> None:
@@ -40,6 +42,8 @@ def release_at_exit(release: Callable[[], None]) -> None:
     if threading.current_thread() is not threading.main_thread():
         return
     before = signal.getsignal(signal.SIGTERM)
+    if before is signal.SIG_IGN:  # SIGTERM does not end this process: the query may go on
+        return
 
     def on_term(signum: int, frame: Any) -> None:
         run()
