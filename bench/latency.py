@@ -4,6 +4,7 @@ stream plan against the hand-written Spark stateful join, under the same trigger
     .venv/bin/python bench/latency.py [--rate 1000] [--seconds 30] [--warmup 10] [--trigger "1 second"]
                                       [--search 1000,5000,20000,40000] [--search-seconds 30]
                                       [--source delta|kafka] [--only RUNS] [--seed 42] [--no-checksums]
+                                      [--show N]
 
 A producer thread appends to the model's two inputs (`dw.stg_ad_impressions`,
 `dw.stg_ad_clicks`, emptied before each run) every `--tick` seconds, `--rate` rows per second
@@ -352,6 +353,9 @@ def run_sqlflow(ctx, plan, table: str, checkpoint: Path, args, rate: int, second
     _drive(spark, run, producer_of(spark, args).append, args, rate, seconds,
            drain=query.processAllAvailable, stop=query.stop, truth=lambda: delta_truth(spark))
     reports = [b for b in fn.reports if b.kind == "batch"]
+    for b in reports[:args.show]:
+        print(f"  batch {b.batch_id}: {sum(n for _, n in b.rows_in):,} rows in {b.seconds:.2f}s; "
+              + ", ".join(f"{k} {v:.2f}" for k, v in b.phases), flush=True)
     run.batches = [(sum(n for _, n in b.rows_in), b.seconds) for b in reports]
     for b in reports[1:]:  # the first pays the query's warm-up
         for name, s in b.phases:
@@ -487,6 +491,8 @@ def main() -> int:
                         help="the delta-rs producer writes no checksum files (an external writer)")
     parser.add_argument("--only", default="", help="`sqlflow` or `hand`: measure one of them")
     parser.add_argument("--seed", type=int, default=42)
+    parser.add_argument("--show", type=int, default=0, metavar="N",
+                        help="print sqlflow's first N micro-batches (rows, seconds, phases)")
     parser.add_argument("--keep", action="store_true", help="keep the temp project folder")
     args = parser.parse_args()
     if min(args.seconds, args.search_seconds if args.search.strip() else args.seconds) <= args.warmup:

@@ -342,6 +342,45 @@ def test_a_running_query_reads_each_input_table_once_and_holds_the_rows_after(sp
     assert_same(spark, plan.quarantine, quarantine, drop=("origin",))
 
 
+def test_a_new_query_holds_its_first_batch_as_the_table_the_next_batch_reads(spark, setup, monkeypatch):
+    """A query's first micro-batch reads each input's table as of a version as its new rows;
+    the next batch's older rows are that same table: it reads them through the first batch's
+    frame (`MicroBatch._seed`), so no input is read as of a version a second time (before:
+    once more, the held run's start, a new Delta snapshot), and the sink holds exactly the
+    batch plan's rows."""
+    from sqlflow.runtime.dispatch import start_stream as start
+    from sqlflow.runtime.incremental import older
+
+    s = setup
+    plan = s.stream_plans["attributed"]
+    imps, clicks = edge_cases()
+    reads, table_at = [], older.table_at
+
+    def counted(spark_, relation, version, schema):
+        reads.append((relation, version))
+        return table_at(spark_, relation, version, schema)
+
+    monkeypatch.setattr(older, "table_at", counted)
+    append(spark, f"{s.ods}.imps", imps[0::3], IMP_SCHEMA)
+    append(spark, f"{s.ods}.clicks", clicks[0::3], CLICK_SCHEMA)
+    query, fn = start(s.stream, plan, trigger="1 second")
+    try:
+        query.processAllAvailable()
+        for p in (1, 2):
+            append(spark, f"{s.ods}.imps", imps[p::3], IMP_SCHEMA)
+            append(spark, f"{s.ods}.clicks", clicks[p::3], CLICK_SCHEMA)
+            query.processAllAvailable()
+    finally:
+        query.stop()
+    assert fn.error is None
+    assert [b.batch_id for b in fn.reports if b.kind == "batch"][:1] == [0]
+    assert len([b for b in fn.reports if b.kind == "batch"]) >= 3  # a batch per part at least
+    assert Counter(r for r, _ in reads) == {f"{s.ods}.imps": 1, f"{s.ods}.clicks": 1}, reads
+    sink, quarantine = s.truth("attributed")
+    assert_same(spark, plan.sink.table, sink)
+    assert_same(spark, plan.quarantine, quarantine, drop=("origin",))
+
+
 def test_held_rows_stay_cached_after_their_micro_batch_drops_its_views(spark, setup, monkeypatch):
     """A micro-batch binds its new rows to the plan's views and drops the views at its end;
     Spark's `dropTempView` uncaches a cached plan equal to the view's. The rows a held run

@@ -34,6 +34,11 @@ by each new one (`_coalesced`). For a batch whose new rows came from the micro-b
 the run drops or merges them (the one partition is filled at the next batch's join, from the
 other).
 
+A query's first micro-batch, whose new rows of an input are its table as of a version
+(`older.new_rows`), starts the run of that input on them (`MicroBatch._seed`): `read` gives
+the frame that batch built, so the second batch builds no snapshot of the version the first
+one read.
+
 The table as of `base` is read only when a micro-batch needs it (`parts(base=True)`): once a
 running query's new rows are past every row of that version, the caller leaves it out
 (`sqlflow.runtime.delta.file_stats`), and a read never made builds no Delta snapshot.

@@ -484,7 +484,10 @@ class MicroBatch(BatchFunction):
         keep."""
         kept = set()
         for k, b in enumerate(self.sides):
-            if not b.old_view or self.checkpoint is None or b.relation not in self.held.runs:
+            if not b.old_view or self.checkpoint is None:
+                continue
+            if b.relation not in self.held.runs:
+                self._seed(batch_id, k, b, clean[b.relation])
                 continue
             start = offsets.start_of(self.checkpoint, batch_id, k)
             end = offsets.end_of(self.checkpoint, batch_id, k)
@@ -498,6 +501,18 @@ class MicroBatch(BatchFunction):
                 margin = {r.column.lower(): self._lateness(r.other) for r in b.prune}
                 self.held.evict(b.relation, window.floors(keep, margin))
         return kept
+
+    def _seed(self, batch_id: int, k: int, b: SourceBinding, clean: DataFrame) -> None:
+        """Start `b`'s held run from this micro-batch when its new rows were the whole table
+        as of a version (a query's first batch, `older.new_rows`): the next batch's older rows
+        are that version's clean rows, `clean` itself, read through the frame this batch built
+        (its Delta snapshot built once, not again for the next batch). Not for an outer join,
+        whose older rows are its copies (`older`)."""
+        if self.outer:
+            return
+        whole, version = older.new_rows(self.checkpoint, batch_id, k)
+        if whole and version is not None:
+            self.held.start(b.relation, version, lambda: clean, batch_id + 1)
 
     def _piece_extent(self, b: SourceBinding, stats: Stats) -> held.Extent | None:
         """The range of `b`'s prune columns over its clean new rows of the batch, from the
