@@ -8,7 +8,7 @@ from __future__ import annotations
 class Frame(list):
     """A stand-in DataFrame: its rows; `coalesce`, `persist` and `unpersist` are recorded."""
 
-    dropped = persisted = False
+    dropped = persisted = counted = False
     partitions: int | None = None
     compact: Frame | None = None  # the copy `coalesce` made of it
 

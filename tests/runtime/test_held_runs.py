@@ -131,20 +131,38 @@ def test_a_query_that_ends_releases_every_held_batch():
 
 def test_every_max_batches_the_held_batches_become_one_partition_and_the_run_goes_on(monkeypatch):
     """A run no longer ends after `MAX_BATCHES` batches (the next batch then read a new Delta
-    snapshot of the input): the held batches are merged into one cached partition, filled
-    before their own caches are released, and the rows stay the table's."""
+    snapshot of the input): the held batches are merged into one cached partition, filled by
+    the next batch that reads the run (no job of its own), their own caches released only
+    after that batch; the rows stay the table's."""
     monkeypatch.setattr(held, "MAX_BATCHES", 2)
     monkeypatch.setattr(held, "TASK_ROWS", 1)  # a task per held batch: each seen below
     h = held.Held()
     h.start("t", 0, table("v0"), 1)
-    pieces = [Frame([f"v{i}"]) for i in (1, 2, 3)]
+    pieces = [Frame([f"v{i}"]) for i in (1, 2, 3, 4)]
+    for i, piece in enumerate(pieces[:3], start=1):
+        assert h.extend("t", i, i - 1, i, piece, piece, 1)
+    merged = h.runs["t"].pieces[0].kept
+    assert merged.persisted and merged.partitions == 1 and not merged.counted
+    assert not any(p.dropped for p in pieces[:3])  # the merged partition is not filled yet
+    assert len(h.parts("t", 3, 4)) == 3  # the table, the merged batches, the newest batch
+    assert sorted(rows(h, "t", 3, 4)) == ["v0", "v1", "v2", "v3"]
+    assert h.extend("t", 4, 3, 4, pieces[3], pieces[3], 1)  # after batch 4 read the run
+    assert pieces[0].dropped and pieces[1].dropped and not pieces[2].dropped and not merged.dropped
+    assert sorted(rows(h, "t", 4, 5)) == ["v0", "v1", "v2", "v3", "v4"]
+
+
+def test_merged_batches_no_batch_read_are_released_with_the_run():
+    """Batches merged but not yet read through their one partition keep their caches until
+    the run drops: then every one of them is released, the merged partition too."""
+    h = held.Held()
+    h.start("t", 0, table("v0"), 1)
+    pieces = [Frame([f"v{i}"]) for i in range(1, held.MAX_BATCHES + 2)]
     for i, piece in enumerate(pieces, start=1):
         assert h.extend("t", i, i - 1, i, piece, piece, 1)
     merged = h.runs["t"].pieces[0].kept
-    assert merged.counted and merged.persisted and merged.partitions == 1
-    assert pieces[0].dropped and pieces[1].dropped and not pieces[2].dropped
-    assert len(h.parts("t", 3, 4)) == 3  # the table, the merged batches, the newest batch
-    assert sorted(rows(h, "t", 3, 4)) == ["v0", "v1", "v2", "v3"]
+    assert merged.persisted and not any(p.dropped for p in pieces)
+    h.drop("t")
+    assert merged.dropped and all(p.dropped for p in pieces)
 
 
 def test_the_table_is_read_only_when_a_batch_needs_it():

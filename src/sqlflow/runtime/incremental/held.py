@@ -27,7 +27,8 @@ from memory, and a micro-batch reads them in a task per `TASK_ROWS` held rows (`
 task while they are few), not one per batch: a task cost about 27 ms (its deserialisation and
 scheduling, more than reading a few thousand cached rows), and the tasks grew by one with every
 batch until the merge below (2026-11-29). Every `MAX_BATCHES` batches the held ones are merged
-into one cached partition (`_merge`), so the union a micro-batch plans stays narrow and the
+into one cached partition (`_merge`; filled by the next batch's join, their own caches released
+after it), so the union a micro-batch plans stays narrow and the
 run goes on (it was dropped there before, and the next micro-batch built a new snapshot of the
 input: a slow batch every 16); between merges the union of the held batches is kept and grown
 by each new one (`_coalesced`). For a batch whose new rows came from the micro-batch itself, both caches are kept until
@@ -87,6 +88,8 @@ class Run:
     rows: int = 0
     evicted: dict[str, int] = field(default_factory=dict)  # column -> rows below it were let go
     window: Any = None  # the base's rows later batches can match, cached (`window.Window`)
+    retired: list[Piece] = field(default_factory=list)  # merged into `pieces[0]`, not yet released (`_merge`)
+    served: bool = False  # a micro-batch has read the run since its last merge (`parts`)
     _table: DataFrame | None = None
     _together: tuple[DataFrame, list[Piece]] | None = None  # a union of pieces (`_coalesced`)
 
@@ -115,6 +118,7 @@ class Held:
         eviction floor (`evict`)."""
         run = self.runs.get(relation)
         if run is not None and run.end == version and run.batch < batch_id and _serves(run, lows):
+            run.served = True
             return base(run) + _read(run)
         self.drop(relation)
         return None
@@ -143,6 +147,8 @@ class Held:
         if run.rows + rows > MAX_ROWS:
             self.drop(relation)
             return False
+        if run.served:  # the batch that read the merged batches filled their one partition
+            _release(run.retired)
         if len(run.pieces) >= MAX_BATCHES:
             _merge(run)
         run.pieces.append(Piece(cached, compact(clean), rows, extent))
@@ -164,6 +170,8 @@ class Held:
             return 0
         for p in gone:
             p.release()
+        if run.retired and run.pieces[0] in gone:  # the merged batches' rows went with them
+            _release(run.retired)
         run.pieces = [p for p in run.pieces if p not in gone]
         run.rows -= sum(p.rows for p in gone)
         for column, low in floors.items():
@@ -174,7 +182,7 @@ class Held:
         run = self.runs.pop(relation, None)
         if run is not None and run.window is not None:
             run.window.release()
-        for p in run.pieces if run else ():
+        for p in run.pieces + run.retired if run else ():
             p.release()
 
     def clear(self) -> None:
@@ -183,13 +191,22 @@ class Held:
 
 
 def _merge(run: Run) -> None:
-    """The run's held batches as one cached partition: filled now (one task reading the
-    batches' caches), then the batches' caches are released."""
+    """The run's held batches as one cached partition, filled by the next micro-batch that
+    reads the run (its join reads the batches' caches once, into the one partition, instead
+    of a Spark job of its own at the end of this micro-batch: a delay of 0.7 s for the next
+    micro-batch's rows at 30,000 rows a batch, `bench/latency.py --show`, 2026-12-02). The
+    batches' caches are released once it is filled (`extend` after a batch read the run)."""
     merged = _coalesced(run, 1).persist()
-    merged.count()
-    for p in run.pieces:
-        p.release()
+    _release(run.retired)  # none left unless no batch read the run since the last merge
+    run.retired, run.served = run.pieces, False
     run.pieces = [Piece(merged, merged, sum(p.rows for p in run.pieces), _union([p.extent for p in run.pieces]))]
+
+
+def _release(pieces: list[Piece]) -> None:
+    """Uncache `pieces` and empty the list."""
+    for p in pieces:
+        p.release()
+    pieces.clear()
 
 
 def _read(run: Run) -> list[DataFrame]:
