@@ -412,14 +412,52 @@ def test_held_rows_stay_cached_after_their_micro_batch_drops_its_views(spark, se
     assert_same(spark, plan.quarantine, quarantine, drop=("origin",))
 
 
-def _three_parts_after_a_first_batch(spark, s, plan):
-    """The edge cases in three parts, one commit per input each (one micro-batch each of a
+def test_merged_held_batches_are_filled_by_the_next_batch_then_let_go(spark, setup, monkeypatch):
+    """Every `MAX_BATCHES` held batches are merged into one partition that the next
+    micro-batch's join fills (`held._merge`): the merged batches' caches stay until that batch
+    has read them, and are let go after it; merges of merges keep every row, and the sink
+    holds exactly the batch plan's rows."""
+    from sqlflow.runtime.incremental import held
+
+    monkeypatch.setattr(held, "MAX_BATCHES", 2)  # a merge every other batch
+    s = setup
+    plan = s.one_file_per_batch("attributed")
+    _three_parts_after_a_first_batch(spark, s, plan, parts=6)
+    merge, merges = held._merge, []  # (batch id of the merge, the merged batches' caches)
+
+    def recorded(run):
+        frames = [p.kept for p in run.pieces]  # the batches it merges
+        merge(run)
+        merges.append((run.batch + 1, frames))
+
+    monkeypatch.setattr(held, "_merge", recorded)
+    seen = []
+
+    def check(batch_id):  # after this batch's sink write, before it holds its own rows
+        for made, frames in merges:
+            cached = [f.storageLevel.useMemory or f.storageLevel.useDisk for f in frames]
+            seen.append((batch_id, made, all(cached), any(cached)))
+
+    assert [b.batch_id for b in run_stream(s.stream, plan, after_sink=check).batches] == [1, 2, 3, 4, 5]
+    assert {m for m, _ in merges} == {3, 4, 5}  # two inputs, each merged at batches 3, 4, 5
+    for batch_id, made, every, some in seen:
+        if made == batch_id - 1:  # merged by the batch before: read now, still cached
+            assert every, seen
+        else:  # merged two batches ago or more: let go once read
+            assert not some, seen
+    sink, quarantine = s.truth("attributed")
+    assert_same(spark, plan.sink.table, sink)
+    assert_same(spark, plan.quarantine, quarantine, drop=("origin",))
+
+
+def _three_parts_after_a_first_batch(spark, s, plan, parts=3):
+    """The edge cases in `parts` parts, one commit per input each (one micro-batch each of a
     `one_file_per_batch` plan), each part's clicks matching the part before; the first part
-    streamed (batch 0), the other two appended for the test's own run."""
+    streamed (batch 0), the others appended for the test's own run."""
     imps, clicks = edge_cases()
-    for p in range(3):
-        append(spark, f"{s.ods}.imps", imps[p::3] + [imp(f"h{p}", 1, at(1, 9, 10 * p))], IMP_SCHEMA)
-        append(spark, f"{s.ods}.clicks", clicks[p::3] + [click(f"h{q}", at(1, 9, 10 * q + 5))
-                                                         for q in range(p)], CLICK_SCHEMA)
+    for p in range(parts):
+        append(spark, f"{s.ods}.imps", imps[p::parts] + [imp(f"h{p}", 1, at(1, 9, 10 * p))], IMP_SCHEMA)
+        append(spark, f"{s.ods}.clicks", clicks[p::parts] + [click(f"h{q}", at(1, 9, 10 * q + 5))
+                                                             for q in range(p)], CLICK_SCHEMA)
         if p == 0:
             assert [b.batch_id for b in run_stream(s.stream, plan).batches] == [0]
