@@ -23,6 +23,10 @@ def release():
         f.write("released\n")
     if mode == "hang":
         time.sleep(60)
+    if mode == "slow":  # a release that takes a while, within the timeout
+        time.sleep(0.6)
+        with out.open("a") as f:
+            f.write("finished\n")
 
 worker_exit.release_at_exit(release)
 print("ready", flush=True)
@@ -43,6 +47,20 @@ def test_sigterm_releases_once_and_still_ends_the_process(tmp_path):
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(timeout=20) == -signal.SIGTERM
     assert out.read_text() == "released\n"  # the exit hook did not run it a second time
+
+
+def test_a_second_sigterm_during_the_release_does_not_cut_it_short(tmp_path):
+    """The Connect server signals its worker more than once as it stops it: a SIGTERM that
+    comes while the release runs leaves it to finish (within its timeout), then the process
+    ends as the signal ends it."""
+    proc, out = _child(tmp_path, "slow")
+    proc.send_signal(signal.SIGTERM)
+    deadline = time.monotonic() + 10
+    while not (out.exists() and out.read_text()) and time.monotonic() < deadline:
+        time.sleep(0.02)  # until the release has started
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=20) == -signal.SIGTERM
+    assert out.read_text() == "released\nfinished\n"
 
 
 def test_a_normal_exit_releases_once(tmp_path):
