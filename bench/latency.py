@@ -89,6 +89,7 @@ class Run:
     phases: dict[str, float] = field(default_factory=dict)  # mean seconds per micro-batch phase
     differs: str | None = None
     kept_pace: bool = True  # the producer appended on its schedule: the rate was delivered
+    compiled: int = 0  # classes Spark's code generation compiled while it ran (`compiled`)
 
     def pct(self, q: float) -> float:
         return _pct(self.latencies, q)
@@ -394,6 +395,13 @@ def run_hand(spark, table: str, checkpoint: Path, args, rate: int, seconds: floa
     return run
 
 
+def compiled(spark) -> int:
+    """Classes Spark's code generation has compiled in this JVM so far (its `CodegenMetrics`,
+    every thread's: the producer's too when it appends with Spark): a plan whose generated code
+    differs from every earlier one's compiles again; shared with bench/microbatch_cost.py."""
+    return int(spark._jvm.org.apache.spark.metrics.source.CodegenMetrics.METRIC_COMPILATION_TIME().getCount())
+
+
 def progress_batches(query) -> list[tuple[int, float]]:
     """(input rows, seconds) of a Spark query's micro-batches that read rows."""
     return [(p["numInputRows"], p["durationMs"].get("triggerExecution", 0) / 1000)
@@ -437,6 +445,7 @@ def _drive(spark, run: Run, append, args, rate: int, seconds: float, *, drain, s
     let them process what is left (`drain`), stop them (`stop` returns a failure or None), and
     measure the latency of every output row; `truth()` is the batch join of the inputs."""
     producer = Producer(append, rate, seconds, args.tick, args.click_delay)
+    compiled_before = compiled(spark)
     producer.start()
     producer.join()
     try:
@@ -449,6 +458,7 @@ def _drive(spark, run: Run, append, args, rate: int, seconds: float, *, drain, s
         failed = stop()
         if failed and run.error is None:
             run.error = failed
+    run.compiled = compiled(spark) - compiled_before
     run.rows_in = producer.rows
     run.produced_s = (producer.ended - producer.started) or seconds
     behind = (producer.ended - producer.started) - producer.ticks * args.tick
@@ -569,7 +579,8 @@ def measured(folder: Path, args, topics) -> int:
             r = run_hand(spark, table, cp, args, rate, seconds, lateness)
         fixed, per_k = r.split()
         summary = (f"p50 {r.pct(0.5):.2f}s p99 {r.pct(0.99):.2f}s, {len(r.batches)} batches, "
-                   f"fixed {fixed:.2f}s + {per_k:.3f}s/1k rows, sustained: {r.sustained(trigger_s)}")
+                   f"fixed {fixed:.2f}s + {per_k:.3f}s/1k rows, sustained: {r.sustained(trigger_s)}, "
+                   f"{r.compiled / max(1, len(r.batches)):.1f} classes compiled a batch")
         print(f"  {r.error or summary}", flush=True)
         return r
 

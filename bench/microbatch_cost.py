@@ -20,7 +20,8 @@ are printed but left out of the medians).
 Per micro-batch it prints: the seconds Spark reports (`durationMs`: triggerExecution and its
 parts addBatch, latestOffset, getBatch, queryPlanning, walCommit, commitOffsets), for sqlflow
 the seconds of each phase of `MicroBatch._batch` (`BatchReport.phases`), the Spark jobs the
-micro-batch ran (the query's job group) and the Delta commits it made per table (new
+micro-batch ran (the query's job group), the classes Spark's code generation compiled (the
+JVM's, the bench's own Spark appends included) and the Delta commits it made per table (new
 `_delta_log/<v>.json` files in the warehouse, the input tables left out). Then the median of
 each over the micro-batches after the first two (they pay the JVM's warm-up), both queries
 side by side with their ratio. Before the numbers it checks that each query wrote exactly the
@@ -59,7 +60,7 @@ from urllib.parse import unquote, urlparse
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from interval_join import COLUMNS, MODEL, OUT, copy_project, joined  # noqa: E402
-from latency import CLICKS, IMPS, DeltaInputs, _seconds, empty_inputs, hand_query  # noqa: E402
+from latency import CLICKS, IMPS, DeltaInputs, _seconds, compiled, empty_inputs, hand_query  # noqa: E402
 
 SPARK_PARTS = ("triggerExecution", "addBatch", "latestOffset", "getBatch", "queryPlanning",
                "walCommit", "commitOffsets")
@@ -76,6 +77,7 @@ class Batch:
     phases: dict[str, float] = field(default_factory=dict)
     seconds: float | None = None  # sqlflow: the foreachBatch function's own wall time
     jobs: int = 0
+    compiles: int = 0  # Spark's code generation: classes compiled (the whole JVM's)
     commits: dict[str, int] = field(default_factory=dict)
     calls: dict[str, int] = field(default_factory=dict)  # sqlflow: py4j round trips per phase
 
@@ -290,6 +292,7 @@ def drive(spark, run: Run, query, args, table: str, rows_in: Callable[[], dict[i
     warehouse = Path(unquote(urlparse(spark.conf.get("spark.sql.warehouse.dir")).path))
     seen: set[int] = set()
     jobs_before = set(tracker.getJobIdsForGroup(group))
+    compiled_before = compiled(spark)
     logs_before = delta_logs(warehouse)
     try:
         for i in range(args.batches):
@@ -312,6 +315,7 @@ def drive(spark, run: Run, query, args, table: str, rows_in: Callable[[], dict[i
             new = [p for p in query.recentProgress
                    if p["batchId"] not in seen and counted.get(p["batchId"])]
             jobs_now, logs_now = set(tracker.getJobIdsForGroup(group)), delta_logs(warehouse)
+            compiled_now = compiled(spark)
             commits = {t: logs_now[t] - logs_before.get(t, 0) for t in logs_now
                        if logs_now[t] != logs_before.get(t, 0) and t not in (IMPS, CLICKS)}
             for j, p in enumerate(new):
@@ -320,13 +324,14 @@ def drive(spark, run: Run, query, args, table: str, rows_in: Callable[[], dict[i
                           {k: p["durationMs"].get(k, 0) / 1000 for k in SPARK_PARTS})
                 if j == len(new) - 1:  # jobs and commits between two waits: the last batch's
                     b.jobs, b.commits = len(jobs_now - jobs_before), commits
+                    b.compiles = compiled_now - compiled_before
                 run.batches.append(b)
-            jobs_before, logs_before = jobs_now, logs_now
+            jobs_before, logs_before, compiled_before = jobs_now, logs_now, compiled_now
     finally:
         query.stop()
     for b in run.batches:
         spark_s = " ".join(f"{k} {v:.2f}" for k, v in b.spark.items() if v)
-        print(f"  batch {b.batch_id}: {b.rows:,} rows; spark: {spark_s}; jobs {b.jobs}; commits "
+        print(f"  batch {b.batch_id}: {b.rows:,} rows; spark: {spark_s}; jobs {b.jobs}; compiled {b.compiles}; commits "
               + (", ".join(f"{t} {n}" for t, n in sorted(b.commits.items())) or "none"), flush=True)
     truth = joined(spark.table(CLICKS), spark.table(IMPS)).select(*COLUMNS)
     got = spark.table(table).select(*COLUMNS)
@@ -362,6 +367,7 @@ def summary(steady: dict[str, list[Batch]], rows: int) -> None:
     for k in SPARK_PARTS:
         line(f"spark {k}", [_median([b.spark.get(k, 0.0) for b in steady[n]]) for n in names])
     line("spark jobs", [_median([b.jobs for b in steady[n]]) for n in names])
+    line("classes compiled", [_median([b.compiles for b in steady[n]]) for n in names])
     line("delta commits", [_median([sum(b.commits.values()) for b in steady[n]]) for n in names])
     for w in [n for n in names if n.startswith("sqlflow")]:
         phases_of(w, steady[w])
