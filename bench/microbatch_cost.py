@@ -77,7 +77,7 @@ class Batch:
     phases: dict[str, float] = field(default_factory=dict)
     seconds: float | None = None  # sqlflow: the foreachBatch function's own wall time
     jobs: int = 0
-    compiles: int = 0  # Spark's code generation: classes compiled (the whole JVM's)
+    compiled: int = 0  # classes Spark's code generation compiled (the whole JVM's)
     commits: dict[str, int] = field(default_factory=dict)
     calls: dict[str, int] = field(default_factory=dict)  # sqlflow: py4j round trips per phase
 
@@ -324,14 +324,14 @@ def drive(spark, run: Run, query, args, table: str, rows_in: Callable[[], dict[i
                           {k: p["durationMs"].get(k, 0) / 1000 for k in SPARK_PARTS})
                 if j == len(new) - 1:  # jobs and commits between two waits: the last batch's
                     b.jobs, b.commits = len(jobs_now - jobs_before), commits
-                    b.compiles = compiled_now - compiled_before
+                    b.compiled = compiled_now - compiled_before
                 run.batches.append(b)
             jobs_before, logs_before, compiled_before = jobs_now, logs_now, compiled_now
     finally:
         query.stop()
     for b in run.batches:
         spark_s = " ".join(f"{k} {v:.2f}" for k, v in b.spark.items() if v)
-        print(f"  batch {b.batch_id}: {b.rows:,} rows; spark: {spark_s}; jobs {b.jobs}; compiled {b.compiles}; commits "
+        print(f"  batch {b.batch_id}: {b.rows:,} rows; spark: {spark_s}; jobs {b.jobs}; compiled {b.compiled}; commits "
               + (", ".join(f"{t} {n}" for t, n in sorted(b.commits.items())) or "none"), flush=True)
     truth = joined(spark.table(CLICKS), spark.table(IMPS)).select(*COLUMNS)
     got = spark.table(table).select(*COLUMNS)
@@ -367,7 +367,7 @@ def summary(steady: dict[str, list[Batch]], rows: int) -> None:
     for k in SPARK_PARTS:
         line(f"spark {k}", [_median([b.spark.get(k, 0.0) for b in steady[n]]) for n in names])
     line("spark jobs", [_median([b.jobs for b in steady[n]]) for n in names])
-    line("classes compiled", [_median([b.compiles for b in steady[n]]) for n in names])
+    line("classes compiled", [_median([b.compiled for b in steady[n]]) for n in names])
     line("delta commits", [_median([sum(b.commits.values()) for b in steady[n]]) for n in names])
     for w in [n for n in names if n.startswith("sqlflow")]:
         phases_of(w, steady[w])
