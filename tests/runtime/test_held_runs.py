@@ -115,6 +115,18 @@ def test_a_run_is_dropped_rather_than_grow_past_its_limits(monkeypatch):
     assert first.dropped and rows(h, "t", 2, 3) is None
 
 
+def test_a_run_the_caller_bounds_by_evict_is_not_dropped_for_its_size(monkeypatch):
+    """`bounded`: the caller lets go of the rows no later batch can match, so the run holds what
+    a new run's window would cache after a drop (the same rows, read again): no limit."""
+    monkeypatch.setattr(held, "MAX_ROWS", 3)
+    h = held.Held()
+    h.start("t", 0, table(), 1)
+    for batch, names in enumerate((["a", "b"], ["c", "d"], ["e"]), start=1):
+        new = Frame(names)
+        assert h.extend("t", batch, batch - 1, batch, new, new, len(names), bounded=True)
+    assert h.runs["t"].rows == 5 and rows(h, "t", 3, 4) == ["a", "b", "c", "d", "e"]
+
+
 def test_a_query_that_ends_releases_every_held_batch():
     """`MicroBatch.release` (a query's end, or the service starting it again) clears the runs:
     nothing it cached stays in Spark's memory, and a later batch reads the table again."""
@@ -149,6 +161,47 @@ def test_every_max_batches_the_held_batches_become_one_partition_and_the_run_goe
     assert h.extend("t", 4, 3, 4, pieces[3], pieces[3], 1)  # after batch 4 read the run
     assert pieces[0].dropped and pieces[1].dropped and not pieces[2].dropped and not merged.dropped
     assert sorted(rows(h, "t", 4, 5)) == ["v0", "v1", "v2", "v3", "v4"]
+
+
+def test_held_batches_merge_in_tiers_each_piece_holding_only_its_own_batches(monkeypatch):
+    """Every `MAX_BATCHES` pieces of a tier become one piece of the tier above, in their place:
+    at most `MAX_BATCHES` pieces a tier, older pieces of higher tiers, and no merged piece
+    holds another merge's batches beside its own (one merged piece for the run, each merge
+    nesting the one before, grew its lineage by every batch). Every read is the table's rows."""
+    monkeypatch.setattr(held, "MAX_BATCHES", 2)
+    h = held.Held()
+    h.start("t", 0, table(), 1)
+    for i in range(1, 12):
+        new = Frame([f"v{i}"])
+        assert h.extend("t", i, i - 1, i, new, new, 1, extent={"t": (10 * i, 10 * i)})
+        assert rows(h, "t", i, i + 1) == [f"v{k}" for k in range(1, i + 1)]
+        tiers = [p.tier for p in h.runs["t"].pieces]
+        assert tiers == sorted(tiers, reverse=True) and all(tiers.count(t) <= 2 for t in tiers)
+    pieces = h.runs["t"].pieces
+    assert [(p.tier, list(p.kept), p.extent) for p in pieces] == [
+        (3, [f"v{k}" for k in range(1, 9)], {"t": (10, 80)}),
+        (1, ["v9", "v10"], {"t": (90, 100)}),
+        (0, ["v11"], {"t": (110, 110)}),
+    ]
+
+
+def test_a_merged_piece_every_later_batch_is_past_is_let_go_with_its_batches(monkeypatch):
+    """`evict` lets an old merged piece go as the stream moves on (its extent is its own
+    batches', not the run's since its start), with the caches of the pieces merged into it that
+    no batch read yet; the newer pieces stay and serve the batches above the floor."""
+    monkeypatch.setattr(held, "MAX_BATCHES", 2)
+    h = held.Held()
+    h.start("t", 0, table(), 1)
+    frames = [Frame([f"v{i}"]) for i in range(1, 6)]
+    for i, new in enumerate(frames, start=1):  # no batch reads the run: nothing filled
+        assert h.extend("t", i, i - 1, i, new, new, 1, extent={"t": (10 * i, 10 * i)})
+    old = h.runs["t"].pieces[0]
+    assert old.tier == 2 and list(old.kept) == ["v1", "v2", "v3", "v4"]
+    assert not any(f.dropped for f in frames)
+    assert h.evict("t", {"t": 45}) == 4
+    assert old.kept.dropped and all(f.dropped and f.compact.dropped for f in frames[:4])
+    assert not frames[4].dropped and h.runs["t"].rows == 1
+    assert reduce(Frame.unionByName, h.parts("t", 5, 6, lows={"t": 45})) == ["v5"]
 
 
 def test_merged_batches_no_batch_read_are_released_with_the_run():

@@ -413,33 +413,40 @@ def test_held_rows_stay_cached_after_their_micro_batch_drops_its_views(spark, se
 
 
 def test_merged_held_batches_are_filled_by_the_next_batch_then_let_go(spark, setup, monkeypatch):
-    """Every `MAX_BATCHES` held batches are merged into one partition that the next
-    micro-batch's join fills (`held._merge`): the merged batches' caches stay until that batch
-    has read them, and are let go after it; merges of merges keep every row, and the sink
-    holds exactly the batch plan's rows."""
+    """Every `MAX_BATCHES` held pieces of a tier are merged into one partition of the tier above
+    that the next micro-batch's join fills (`held._merge`): the merged pieces' caches stay until
+    that batch has read them, and are let go after it; merges of merges (tier 2 at batch 5)
+    keep every row, and the sink holds exactly the batch plan's rows. A pruned input's run goes
+    on past `MAX_ROWS` (`extend(bounded=True)`): each input's run starts once."""
     from sqlflow.runtime.incremental import held
 
-    monkeypatch.setattr(held, "MAX_BATCHES", 2)  # a merge every other batch
+    monkeypatch.setattr(held, "MAX_BATCHES", 2)  # tier 1 at batches 3, 5; tier 2 at batch 5
+    # the interval join prunes both inputs (`evict` bounds their runs): never dropped for size
+    monkeypatch.setattr(held, "MAX_ROWS", 1)
     s = setup
     plan = s.one_file_per_batch("attributed")
-    _three_parts_after_a_first_batch(spark, s, plan, parts=6)
-    merge, merges = held._merge, []  # (batch id of the merge, the merged batches' caches)
+    _three_parts_after_a_first_batch(spark, s, plan, parts=7)
+    merge, merges = held._merge, []  # (batch id of the merge, tier, the merged pieces' caches)
 
-    def recorded(run):
-        frames = [p.kept for p in run.pieces]  # the batches it merges
-        merge(run)
-        merges.append((run.batch + 1, frames))
+    def recorded(run, tier):
+        frames = [p.kept for p in run.pieces if p.tier == tier]  # the pieces it merges
+        merge(run, tier)
+        merges.append((run.batch + 1, tier, frames))
 
     monkeypatch.setattr(held, "_merge", recorded)
+    start, starts = held.Held.start, []
+    monkeypatch.setattr(held.Held, "start", lambda h, relation, *a: starts.append(relation) or start(h, relation, *a))
     seen = []
 
     def check(batch_id):  # after this batch's sink write, before it holds its own rows
-        for made, frames in merges:
+        for made, _, frames in merges:
             cached = [f.storageLevel.useMemory or f.storageLevel.useDisk for f in frames]
             seen.append((batch_id, made, all(cached), any(cached)))
 
-    assert [b.batch_id for b in run_stream(s.stream, plan, after_sink=check).batches] == [1, 2, 3, 4, 5]
-    assert {m for m, _ in merges} == {3, 4, 5}  # two inputs, each merged at batches 3, 4, 5
+    assert [b.batch_id for b in run_stream(s.stream, plan, after_sink=check).batches] == [1, 2, 3, 4, 5, 6]
+    assert {(m, t) for m, t, _ in merges} == {(3, 0), (5, 0), (5, 1)}  # each input: tiers 0->1, 1->2
+    assert {made for _, made, _, _ in seen} == {3, 5}
+    assert sorted(starts) == sorted(b.relation for b in plan.sources if b.old_view)  # once each, batch 1
     for batch_id, made, every, some in seen:
         if made == batch_id - 1:  # merged by the batch before: read now, still cached
             assert every, seen

@@ -17,7 +17,13 @@ Nothing of it is in the checkpoint: a restarted query (a replay after a crash) s
 run, reads the table as of the version the batch starts on, as the batch did: the same rows
 again. A run is dropped, and the next micro-batch reads the table again, when a micro-batch does
 not follow on from it (it starts or ends inside a version, or somewhere else), or when it would
-hold more than `MAX_ROWS` new rows (memory).
+hold more than `MAX_ROWS` new rows that nothing lets go (memory). A run whose input the caller
+prunes (`extend(bounded=True)`: it calls `evict` after each batch) holds the rows later batches
+can still match, plus at most one merged piece's span below them: what a new run's window of
+the table would cache after a drop (`sqlflow.runtime.incremental.window`, which has no limit),
+so its size drops nothing. A drop there saved no memory and cost a batch of 11 s, that read
+the table again and cached the same rows (20,000 rows/s, a 20-minute interval, the run past 2
+million rows of an input after 200 s; `bench/latency.py --seconds 330`, 2026-12-02).
 
 Each batch's rows are held as one cached partition (`compact`): a micro-batch's new rows are
 read from the few small files each commit adds, one task per file, and a union of 16 batches of
@@ -26,14 +32,21 @@ rows at a load of 9, `bench/microbatch_cost.py`, 2026-11-26). Held, each batch i
 from memory, and a micro-batch reads them in a task per `TASK_ROWS` held rows (`_read`: one
 task while they are few), not one per batch: a task cost about 27 ms (its deserialisation and
 scheduling, more than reading a few thousand cached rows), and the tasks grew by one with every
-batch until the merge below (2026-11-29). Every `MAX_BATCHES` batches the held ones are merged
-into one cached partition (`_merge`; filled by the next batch's join, their own caches released
-after it), so the union a micro-batch plans stays narrow and the
-run goes on (it was dropped there before, and the next micro-batch built a new snapshot of the
-input: a slow batch every 16); between merges the union of the held batches is kept and grown
-by each new one (`_coalesced`). For a batch whose new rows came from the micro-batch itself, both caches are kept until
-the run drops or merges them (the one partition is filled at the next batch's join, from the
-other).
+batch until the merge below (2026-11-29). The held batches are merged in tiers (`_merge`): every
+`MAX_BATCHES` batches into one cached partition (a tier-1 piece), every `MAX_BATCHES` tier-1
+pieces into one of tier 2, and so on; a merged piece is filled by the next batch's join and its
+batches' own caches released after it. So the union a micro-batch plans stays narrow (at most
+`MAX_BATCHES` pieces a tier) and the run goes on (it was dropped there before, and the next
+micro-batch built a new Delta snapshot of the input: a slow batch every 16). A merged piece
+holds only the batches merged into it, never the run's older pieces: its event-time extent is
+its own batches', so `evict` lets whole old pieces go as the stream moves on, and neither its
+plan nor its lineage (which every task of a join deserializes) grows with the run's age. One
+merged piece for the whole run, each merge nesting the previous one, reached back to the run's
+start: it could never be let go, and its lineage grew by every batch (24.5k -> 102k characters
+from batch 16 to 80, 2026-12-02). Between merges the union of the held pieces is kept and grown
+by each new one (`_coalesced`). For a batch whose new rows came from the micro-batch itself, both
+caches are kept until the run drops or merges them (the one partition is filled at the next
+batch's join, from the other).
 
 A query's first micro-batch, whose new rows of an input are its table as of a version
 (`older.new_rows`), starts the run of that input on them (`MicroBatch._seed`): `read` gives
@@ -53,8 +66,8 @@ from typing import Any
 
 from pyspark.sql import DataFrame
 
-MAX_ROWS = 2_000_000  # new rows held per input (after eviction); more starts a new run
-MAX_BATCHES = 16  # held batches merged into one partition (`_merge`)
+MAX_ROWS = 2_000_000  # new rows held per input that `evict` does not bound; more starts a new run
+MAX_BATCHES = 16  # held pieces of one tier merged into one partition of the next (`_merge`)
 TASK_ROWS = 100_000  # held rows a micro-batch reads in one task at least (`_read`)
 
 Extent = dict[str, tuple[int, int]]  # column (lower case) -> (min, max) µs of a piece's rows
@@ -62,20 +75,25 @@ Extent = dict[str, tuple[int, int]]  # column (lower case) -> (min, max) µs of 
 
 @dataclass
 class Piece:
-    """One held batch (or merged batches): `kept`, its clean rows as held, read from `cached`;
-    its row count and, where known, the range of its prune columns (`evict`)."""
+    """One held batch (tier 0) or merged pieces (a tier above theirs): `kept`, its clean rows
+    as held, read from `cached`; its row count and, where known, the range of its prune columns
+    (`evict`); `merged`, the pieces merged into it whose caches stay until a batch has read
+    (filled) it."""
 
     cached: DataFrame
     kept: DataFrame
     rows: int
     extent: Extent | None = None
+    tier: int = 0
+    merged: list[Piece] = field(default_factory=list)
 
     def release(self) -> None:
         """Uncache the piece: its held rows, then the rows they were computed from (when those
-        are not the same frame)."""
+        are not the same frame), and the pieces merged into it not yet released."""
         self.kept.unpersist()
         if self.cached is not self.kept:
             self.cached.unpersist()
+        _release(self.merged)
 
 
 @dataclass
@@ -88,7 +106,6 @@ class Run:
     rows: int = 0
     evicted: dict[str, int] = field(default_factory=dict)  # column -> rows below it were let go
     window: Any = None  # the base's rows later batches can match, cached (`window.Window`)
-    retired: list[Piece] = field(default_factory=list)  # merged into `pieces[0]`, not yet released (`_merge`)
     served: bool = False  # a micro-batch has read the run since its last merge (`parts`)
     _table: DataFrame | None = None
     _together: tuple[DataFrame, list[Piece]] | None = None  # a union of pieces (`_coalesced`)
@@ -130,11 +147,14 @@ class Held:
         self.runs[relation] = Run(version, read, version, batch_id - 1)
 
     def extend(self, relation: str, batch_id: int, start: int | None, end: int | None,
-               cached: DataFrame, clean: DataFrame, rows: int, extent: Extent | None = None) -> bool:
+               cached: DataFrame, clean: DataFrame, rows: int, extent: Extent | None = None,
+               bounded: bool = False) -> bool:
         """After micro-batch `batch_id` committed: its new rows of `relation` were the versions
         after `start` up to `end` (None: it started or ended inside a version), `clean` of them
         clean, read from `cached` (`rows` rows; `extent`: the range of their prune columns,
-        when known). True when the run keeps them: the caller must not unpersist `cached`."""
+        when known; `bounded`: the caller lets go of the rows no later batch can match, by
+        `evict`, so `MAX_ROWS` does not apply). True when the run keeps them: the caller must
+        not unpersist `cached`."""
         run = self.runs.get(relation)
         if run is None:
             return False
@@ -144,13 +164,16 @@ class Held:
         if start == end or not rows:  # nothing new on this input: the same rows
             run.end, run.batch = end, batch_id
             return False
-        if run.rows + rows > MAX_ROWS:
+        if run.rows + rows > MAX_ROWS and not bounded:
             self.drop(relation)
             return False
-        if run.served:  # the batch that read the merged batches filled their one partition
-            _release(run.retired)
-        if len(run.pieces) >= MAX_BATCHES:
-            _merge(run)
+        if run.served:  # the batch that read the merged pieces filled their partitions
+            for p in run.pieces:
+                _release(p.merged)
+        tier = 0
+        while sum(p.tier == tier for p in run.pieces) >= MAX_BATCHES:
+            _merge(run, tier)
+            tier += 1
         run.pieces.append(Piece(cached, compact(clean), rows, extent))
         run.rows, run.end, run.batch = run.rows + rows, end, batch_id
         return True
@@ -169,9 +192,7 @@ class Held:
         if not gone:
             return 0
         for p in gone:
-            p.release()
-        if run.retired and run.pieces[0] in gone:  # the merged batches' rows went with them
-            _release(run.retired)
+            p.release()  # and the pieces merged into it, their rows gone with it
         run.pieces = [p for p in run.pieces if p not in gone]
         run.rows -= sum(p.rows for p in gone)
         for column, low in floors.items():
@@ -182,7 +203,7 @@ class Held:
         run = self.runs.pop(relation, None)
         if run is not None and run.window is not None:
             run.window.release()
-        for p in run.pieces + run.retired if run else ():
+        for p in run.pieces if run else ():
             p.release()
 
     def clear(self) -> None:
@@ -190,16 +211,30 @@ class Held:
             self.drop(relation)
 
 
-def _merge(run: Run) -> None:
-    """The run's held batches as one cached partition, filled by the next micro-batch that
-    reads the run (its join reads the batches' caches once, into the one partition, instead
-    of a Spark job of its own at the end of this micro-batch: a delay of 0.7 s for the next
-    micro-batch's rows at 30,000 rows a batch, `bench/latency.py --show`, 2026-12-02). The
-    batches' caches are released once it is filled (`extend` after a batch read the run)."""
-    merged = _coalesced(run, 1).persist()
-    _release(run.retired)  # none left unless no batch read the run since the last merge
-    run.retired, run.served = run.pieces, False
-    run.pieces = [Piece(merged, merged, sum(p.rows for p in run.pieces), _union([p.extent for p in run.pieces]))]
+def _merge(run: Run, tier: int) -> None:
+    """The run's held pieces of `tier` as one cached partition, a piece of the tier above, in
+    their place (the pieces of a tier are consecutive: older pieces are of higher tiers). It is
+    filled by the next micro-batch that reads the run (its join reads the pieces' caches once,
+    into the one partition, instead of a Spark job of its own at the end of this micro-batch: a
+    delay of 0.7 s for the next micro-batch's rows at 30,000 rows a batch, `bench/latency.py
+    --show`, 2026-12-02). The pieces' caches are released once it is filled (`extend` after a
+    batch read the run), or with it."""
+    group = [p for p in run.pieces if p.tier == tier]
+    at = run.pieces.index(group[0])
+    merged = _united([p.kept for p in group]).coalesce(1).persist()
+    piece = Piece(merged, merged, sum(p.rows for p in group), _union([p.extent for p in group]),
+                  tier + 1, group)
+    run.pieces = [*run.pieces[:at], piece, *run.pieces[at + len(group):]]
+    run.served = False
+
+
+def _united(frames: list[DataFrame]) -> DataFrame:
+    """The union of `frames` (by name), built as a balanced tree: each `unionByName` analyses
+    the union it builds, so a chain re-analyses the first frames once per frame after them."""
+    if len(frames) == 1:
+        return frames[0]
+    half = len(frames) // 2
+    return _united(frames[:half]).unionByName(_united(frames[half:]))
 
 
 def _release(pieces: list[Piece]) -> None:
@@ -219,14 +254,16 @@ def _read(run: Run) -> list[DataFrame]:
 
 
 def _coalesced(run: Run, tasks: int) -> DataFrame:
-    """The run's held batches as one frame of `tasks` partitions. The union is kept in the run
-    and grown by the pieces added since (pieces are only appended, and the list is replaced when
-    batches are merged or let go): a union built afresh each micro-batch cost one `unionByName`
-    per held batch, each analysing the whole union again (about 30 ms a call on a loaded
-    two-core machine, 2026-11-29)."""
-    frame, used = run._together or (run.pieces[0].kept, run.pieces[:1])
-    if len(used) > len(run.pieces) or any(a is not b for a, b in zip(used, run.pieces[:len(used)], strict=True)):
-        frame, used = run.pieces[0].kept, run.pieces[:1]  # not a prefix of the pieces now
+    """The run's held pieces as one frame of `tasks` partitions. The union is kept in the run
+    and grown by the pieces appended since; when the pieces are no longer an extension of the
+    ones it holds (a merge replaced some, or `evict` let some go) it is built again, as a
+    balanced tree (`_united`). A union built afresh each micro-batch cost one `unionByName` per
+    held batch, each analysing the whole union again (about 30 ms a call on a loaded two-core
+    machine, 2026-11-29)."""
+    frame, used = run._together or (None, [])
+    if frame is None or len(used) > len(run.pieces) or any(
+            a is not b for a, b in zip(used, run.pieces[:len(used)], strict=True)):
+        frame, used = _united([p.kept for p in run.pieces]), run.pieces
     for p in run.pieces[len(used):]:
         frame = frame.unionByName(p.kept)
     run._together = (frame, list(run.pieces))

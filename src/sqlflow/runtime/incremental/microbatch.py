@@ -480,8 +480,8 @@ class MicroBatch(BatchFunction):
         run when the batch started and ended on whole versions (`held.Held.extend`), with the
         range of their prune columns from the stats pass, then let go of the held batches no
         later batch can match (`held.Held.evict`: below this batch's ranges, less the other
-        side's lateness, as a window's floors); the inputs whose cached new rows the runs
-        keep."""
+        side's lateness, as a window's floors; such a run is `bounded`, not dropped for its
+        size); the inputs whose cached new rows the runs keep."""
         kept = set()
         for k, b in enumerate(self.sides):
             if not b.old_view or self.checkpoint is None:
@@ -491,11 +491,12 @@ class MicroBatch(BatchFunction):
                 continue
             start = offsets.start_of(self.checkpoint, batch_id, k)
             end = offsets.end_of(self.checkpoint, batch_id, k)
+            keep = keeps.get(b.relation)  # None: the input is not pruned, nothing evicts its rows
             if self.held.extend(b.relation, batch_id, start.version if start else None,
                                 end.version if end else None, sides[k], clean[b.relation],
-                                counts.get(k, 0), extent=self._piece_extent(b, stats)):
+                                counts.get(k, 0), extent=self._piece_extent(b, stats),
+                                bounded=keep is not None):
                 kept.add(k)
-            keep = keeps.get(b.relation)
             columns = {r.column.lower() for r in b.prune}
             if keep and columns and columns <= {c.lower() for c, _, _ in keep}:
                 margin = {r.column.lower(): self._lateness(r.other) for r in b.prune}
