@@ -6,9 +6,10 @@ from __future__ import annotations
 
 
 class Frame(list):
-    """A stand-in DataFrame: its rows; `coalesce`, `persist` and `unpersist` are recorded."""
+    """A stand-in DataFrame: its rows; `coalesce`, `persist`, `localCheckpoint` and
+    `unpersist` are recorded."""
 
-    dropped = persisted = counted = False
+    dropped = persisted = counted = checkpointed = False
     partitions: int | None = None
     compact: Frame | None = None  # the copy `coalesce` made of it
 
@@ -22,6 +23,10 @@ class Frame(list):
 
     def persist(self):
         self.persisted = True
+        return self
+
+    def localCheckpoint(self, eager=True):
+        self.checkpointed = not eager  # only lazy checkpoints are taken (`held._merge`)
         return self
 
     def unpersist(self):

@@ -154,7 +154,7 @@ def test_every_max_batches_the_held_batches_become_one_partition_and_the_run_goe
     for i, piece in enumerate(pieces[:3], start=1):
         assert h.extend("t", i, i - 1, i, piece, piece, 1)
     merged = h.runs["t"].pieces[0].kept
-    assert merged.persisted and merged.partitions == 1 and not merged.counted
+    assert merged.checkpointed and merged.partitions == 1 and not merged.counted
     assert not any(p.dropped for p in pieces[:3])  # the merged partition is not filled yet
     assert len(h.parts("t", 3, 4)) == 3  # the table, the merged batches, the newest batch
     assert sorted(rows(h, "t", 3, 4)) == ["v0", "v1", "v2", "v3"]
@@ -213,7 +213,7 @@ def test_merged_batches_no_batch_read_are_released_with_the_run():
     for i, piece in enumerate(pieces, start=1):
         assert h.extend("t", i, i - 1, i, piece, piece, 1)
     merged = h.runs["t"].pieces[0].kept
-    assert merged.persisted and not any(p.dropped for p in pieces)
+    assert merged.checkpointed and not any(p.dropped for p in pieces)
     h.drop("t")
     assert merged.dropped and all(p.dropped for p in pieces)
 

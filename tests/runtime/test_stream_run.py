@@ -432,6 +432,10 @@ def test_merged_held_batches_are_filled_by_the_next_batch_then_let_go(spark, set
         frames = [p.kept for p in run.pieces if p.tier == tier]  # the pieces it merges
         merge(run, tier)
         merges.append((run.batch + 1, tier, frames))
+        merged = next(p.kept for p in run.pieces if p.tier == tier + 1)
+        plans.append(merged._jdf.queryExecution().logical().nodeName())  # cut from its batches
+
+    plans = []
 
     monkeypatch.setattr(held, "_merge", recorded)
     start, starts = held.Held.start, []
@@ -439,13 +443,14 @@ def test_merged_held_batches_are_filled_by_the_next_batch_then_let_go(spark, set
     seen = []
 
     def check(batch_id):  # after this batch's sink write, before it holds its own rows
-        for made, _, frames in merges:
+        for made, _, frames in (m for m in merges if m[1] == 0):  # the batches' caches
             cached = [f.storageLevel.useMemory or f.storageLevel.useDisk for f in frames]
             seen.append((batch_id, made, all(cached), any(cached)))
 
     assert [b.batch_id for b in run_stream(s.stream, plan, after_sink=check).batches] == [1, 2, 3, 4, 5, 6]
     assert {(m, t) for m, t, _ in merges} == {(3, 0), (5, 0), (5, 1)}  # each input: tiers 0->1, 1->2
     assert {made for _, made, _, _ in seen} == {3, 5}
+    assert set(plans) == {"LogicalRDD"}  # local checkpoints: no plan or lineage of their batches
     assert sorted(starts) == sorted(b.relation for b in plan.sources if b.old_view)  # once each, batch 1
     for batch_id, made, every, some in seen:
         if made == batch_id - 1:  # merged by the batch before: read now, still cached

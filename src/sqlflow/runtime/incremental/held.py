@@ -33,8 +33,8 @@ from memory, and a micro-batch reads them in a task per `TASK_ROWS` held rows (`
 task while they are few), not one per batch: a task cost about 27 ms (its deserialisation and
 scheduling, more than reading a few thousand cached rows), and the tasks grew by one with every
 batch until the merge below (2026-11-29). The held batches are merged in tiers (`_merge`): every
-`MAX_BATCHES` batches into one cached partition (a tier-1 piece), every `MAX_BATCHES` tier-1
-pieces into one of tier 2, and so on; a merged piece is filled by the next batch's join and its
+`MAX_BATCHES` batches into one partition, a local checkpoint (a tier-1 piece), every
+`MAX_BATCHES` tier-1 pieces into one of tier 2, and so on; a merged piece is filled by the next batch's join and its
 batches' own caches released after it. So the union a micro-batch plans stays narrow (at most
 `MAX_BATCHES` pieces a tier) and the run goes on (it was dropped there before, and the next
 micro-batch built a new Delta snapshot of the input: a slow batch every 16). A merged piece
@@ -212,16 +212,26 @@ class Held:
 
 
 def _merge(run: Run, tier: int) -> None:
-    """The run's held pieces of `tier` as one cached partition, a piece of the tier above, in
-    their place (the pieces of a tier are consecutive: older pieces are of higher tiers). It is
-    filled by the next micro-batch that reads the run (its join reads the pieces' caches once,
-    into the one partition, instead of a Spark job of its own at the end of this micro-batch: a
-    delay of 0.7 s for the next micro-batch's rows at 30,000 rows a batch, `bench/latency.py
-    --show`, 2026-12-02). The pieces' caches are released once it is filled (`extend` after a
-    batch read the run), or with it."""
+    """The run's held pieces of `tier` as one partition, a piece of the tier above, in their
+    place (the pieces of a tier are consecutive: older pieces are of higher tiers). It is filled
+    by the next micro-batch that reads the run (its join reads the pieces' caches once, into the
+    one partition, instead of a Spark job of its own at the end of this micro-batch: a delay of
+    0.7 s for the next micro-batch's rows at 30,000 rows a batch, `bench/latency.py --show`,
+    2026-12-02). The pieces' caches are released once it is filled (`extend` after a batch read
+    the run), or with it.
+
+    The partition is a local checkpoint, as the window of the table is
+    (`sqlflow.runtime.incremental.window`): its plan is one scan of its blocks, cut from the
+    batches it holds, so a join that reads it neither plans nor ships their lineage. Merged
+    pieces kept as cached unions carried their batches' plans: over a 330-s run the plan read
+    by every batch grew with the run (26k -> 150k characters over 96 batches against flat 27k;
+    p50 5.20 s, p99 12.35 s against 3.41 s, 8.27 s, `bench/latency.py --seconds 330`,
+    2026-12-03). Its blocks go when nothing refers to the frame any more (Spark's context
+    cleaner; `unpersist` does nothing to them); an executor lost with them fails the batch, and
+    the restarted query reads the table again."""
     group = [p for p in run.pieces if p.tier == tier]
     at = run.pieces.index(group[0])
-    merged = _united([p.kept for p in group]).coalesce(1).persist()
+    merged = _united([p.kept for p in group]).coalesce(1).localCheckpoint(eager=False)
     piece = Piece(merged, merged, sum(p.rows for p in group), _union([p.extent for p in group]),
                   tier + 1, group)
     run.pieces = [*run.pieces[:at], piece, *run.pieces[at + len(group):]]
