@@ -18,10 +18,13 @@ run, reads the table as of the version the batch starts on, as the batch did: th
 again. A run is dropped, and the next micro-batch reads the table again, when a micro-batch does
 not follow on from it (it starts or ends inside a version, or somewhere else), or when it would
 hold more than `MAX_ROWS` new rows that nothing lets go (memory). A run whose input the caller
-prunes (`extend(bounded=True)`: it calls `evict` after each batch) holds the rows later batches
-can still match, plus at most one merged piece's span below them: what a new run's window of
-the table would cache after a drop (`sqlflow.runtime.incremental.window`, which has no limit),
-so its size drops nothing. A drop there saved no memory and cost a batch of 11 s, that read
+prunes (`extend(bounded=True)`: it calls `evict` after each batch in which the other side
+brought rows) holds the rows later batches can still match, plus at most one merged piece's
+span below them: what a new run's window of the table would cache after a drop
+(`sqlflow.runtime.incremental.window`, which has no limit), so its size drops nothing. While
+the other side brings no rows nothing is evicted and the run grows by this input's new rows;
+the next batch that brings some lets the unmatchable ones go (held rows spill to disk, as
+Spark's cached and checkpointed blocks do, rather than fail). A drop there saved no memory and cost a batch of 11 s, that read
 the table again and cached the same rows (20,000 rows/s, a 20-minute interval, the run past 2
 million rows of an input after 200 s; `bench/latency.py --seconds 330`, 2026-12-02).
 

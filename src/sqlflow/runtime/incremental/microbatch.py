@@ -491,7 +491,7 @@ class MicroBatch(BatchFunction):
                 continue
             start = offsets.start_of(self.checkpoint, batch_id, k)
             end = offsets.end_of(self.checkpoint, batch_id, k)
-            keep = keeps.get(b.relation)  # None: the input is not pruned, nothing evicts its rows
+            keep = keeps.get(b.relation)  # None: not pruned, nothing evicts its rows ([]: not now)
             if self.held.extend(b.relation, batch_id, start.version if start else None,
                                 end.version if end else None, sides[k], clean[b.relation],
                                 counts.get(k, 0), extent=self._piece_extent(b, stats),
