@@ -151,10 +151,22 @@ def _start(target: Target, conf: dict[str, str]):
 # check is the same check-then-rename FileContext makes on a local file system. One query per
 # checkpoint is sqlflow's own rule (`runtime/run_lock`). Not set on a Connect session: the
 # server's operator chooses it for the server's file system (docs/deploy.md, "Spark Connect").
+#
+# Spark's whole-stage code generation compiles each generated class once per distinct source
+# and keeps `CODEGEN_CACHE` of them (100 by default). By default the code carries its stage's
+# id in its class name, and a running `incremental` query's held rows are a union of pieces
+# whose stage ids move by one whenever a piece is added or merged: the same scan, new source,
+# a compile each (Janino, about 8% of a steady micro-batch's CPU), and more shapes than 100
+# over a 16-batch merge cycle. Without the id, and with room for them, a 330-s run at 20,000
+# rows/s compiled 12.3 classes a micro-batch, not 63.5-64.7 (README "Benchmarks", 2026-12-03).
 CHECKPOINT_FILES = "spark.sql.streaming.checkpointFileManagerClass"
+CODEGEN_IDS = "spark.sql.codegen.useIdInClassName"
+CODEGEN_CACHE = "spark.sql.codegen.cache.maxEntries"  # read at launch only
 SESSION_DEFAULTS = {
     "spark.python.sql.dataFrameDebugging.enabled": "false",
     CHECKPOINT_FILES: "org.apache.spark.sql.execution.streaming.checkpointing.FileSystemBasedCheckpointFileManager",
+    CODEGEN_IDS: "false",
+    CODEGEN_CACHE: "2048",
 }
 
 # Settings the JVM reads only at launch: they must be on its command line.
