@@ -427,6 +427,7 @@ def test_merged_held_batches_are_filled_by_the_next_batch_then_let_go(spark, set
     plan = s.one_file_per_batch("attributed")
     _three_parts_after_a_first_batch(spark, s, plan, parts=7)
     merge, merges = held._merge, []  # (batch id of the merge, tier, the merged pieces' caches)
+    plans, filled = [], {}  # each merged piece's plan; whether its blocks were filled, by merge
 
     def recorded(run, tier):
         frames = [p.kept for p in run.pieces if p.tier == tier]  # the pieces it merges
@@ -434,8 +435,7 @@ def test_merged_held_batches_are_filled_by_the_next_batch_then_let_go(spark, set
         merges.append((run.batch + 1, tier, frames))
         merged = next(p.kept for p in run.pieces if p.tier == tier + 1)
         plans.append(merged._jdf.queryExecution().logical().nodeName())  # cut from its batches
-
-    plans = []
+        filled[id(frames[0])] = merged._jdf.queryExecution().logical().rdd().isCheckpointed
 
     monkeypatch.setattr(held, "_merge", recorded)
     start, starts = held.Held.start, []
@@ -446,6 +446,9 @@ def test_merged_held_batches_are_filled_by_the_next_batch_then_let_go(spark, set
         for made, _, frames in (m for m in merges if m[1] == 0):  # the batches' caches
             cached = [f.storageLevel.useMemory or f.storageLevel.useDisk for f in frames]
             seen.append((batch_id, made, all(cached), any(cached)))
+            # a batch after the merge has read the merged piece: its local checkpoint is filled
+            # (before its batches' caches go), not recomputed from them later
+            assert batch_id <= made or filled[id(frames[0])](), (batch_id, made)
 
     assert [b.batch_id for b in run_stream(s.stream, plan, after_sink=check).batches] == [1, 2, 3, 4, 5, 6]
     assert {(m, t) for m, t, _ in merges} == {(3, 0), (5, 0), (5, 1)}  # each input: tiers 0->1, 1->2

@@ -24,9 +24,10 @@ span below them: what a new run's window of the table would cache after a drop
 (`sqlflow.runtime.incremental.window`, which has no limit), so its size drops nothing. While
 the other side brings no rows nothing is evicted and the run grows by this input's new rows;
 the next batch that brings some lets the unmatchable ones go (held rows spill to disk, as
-Spark's cached and checkpointed blocks do, rather than fail). A drop there saved no memory and cost a batch of 11 s, that read
-the table again and cached the same rows (20,000 rows/s, a 20-minute interval, the run past 2
-million rows of an input after 200 s; `bench/latency.py --seconds 330`, 2026-12-02).
+Spark's cached and checkpointed blocks do, rather than fail). A drop there saved no memory and
+cost a batch of 11 s, that read the table again and cached the same rows (20,000 rows/s, a
+20-minute interval, the run past 2 million rows of an input after 200 s; `bench/latency.py
+--seconds 330`, 2026-12-02).
 
 Each batch's rows are held as one cached partition (`compact`): a micro-batch's new rows are
 read from the few small files each commit adds, one task per file, and a union of 16 batches of
@@ -37,8 +38,8 @@ task while they are few), not one per batch: a task cost about 27 ms (its deseri
 scheduling, more than reading a few thousand cached rows), and the tasks grew by one with every
 batch until the merge below (2026-11-29). The held batches are merged in tiers (`_merge`): every
 `MAX_BATCHES` batches into one partition, a local checkpoint (a tier-1 piece), every
-`MAX_BATCHES` tier-1 pieces into one of tier 2, and so on; a merged piece is filled by the next batch's join and its
-batches' own caches released after it. So the union a micro-batch plans stays narrow (at most
+`MAX_BATCHES` tier-1 pieces into one of tier 2, and so on; a merged piece is filled by the next
+batch's join and its batches' own caches released after it. So the union a micro-batch plans stays narrow (at most
 `MAX_BATCHES` pieces a tier) and the run goes on (it was dropped there before, and the next
 micro-batch built a new Delta snapshot of the input: a slow batch every 16). A merged piece
 holds only the batches merged into it, never the run's older pieces: its event-time extent is
