@@ -7,14 +7,21 @@ from __future__ import annotations
 
 from functools import reduce
 
+import pytest
+
 from sqlflow.runtime.incremental import held
 from standin import Frame
 
 
 def rows(h: held.Held, relation: str, version: int, batch_id: int):
-    """The rows `h` holds for the batch (the union of its parts), None when no run reaches."""
+    """The rows `h` holds for the batch (the union of its parts, read by a job: `Frame.run`),
+    None when no run reaches."""
     parts = h.parts(relation, version, batch_id)
-    return None if parts is None else reduce(Frame.unionByName, parts, Frame())
+    if parts is None:
+        return None
+    union = reduce(Frame.unionByName, parts, Frame())
+    union.run()
+    return union
 
 
 def table(*names):
@@ -161,6 +168,57 @@ def test_every_max_batches_the_held_batches_become_one_partition_and_the_run_goe
     assert h.extend("t", 4, 3, 4, pieces[3], pieces[3], 1)  # after batch 4 read the run
     assert pieces[0].dropped and pieces[1].dropped and not pieces[2].dropped and not merged.dropped
     assert sorted(rows(h, "t", 4, 5)) == ["v0", "v1", "v2", "v3", "v4"]
+
+
+class ConnectFrame(Frame):
+    """A stand-in DataFrame of a Spark Connect session: no JVM side to ask."""
+
+    @property
+    def _jdf(self):
+        raise AttributeError("_jdf is not supported in Spark Connect")
+
+
+def test_merged_batches_stay_cached_until_a_job_has_filled_their_partition(monkeypatch):
+    """A batch may ask for the run and never read the merged piece (Spark skips the scan of a
+    join side it finds empty): the merged batches' caches stay until a batch's job has filled
+    the partition, else the piece would be computed again from their source files later."""
+    monkeypatch.setattr(held, "MAX_BATCHES", 2)
+    monkeypatch.setattr(held, "TASK_ROWS", 1)
+    h = held.Held()
+    h.start("t", 0, table("v0"), 1)
+    pieces = [Frame([f"v{i}"]) for i in range(1, 6)]
+    for i, piece in enumerate(pieces[:3], start=1):
+        assert h.extend("t", i, i - 1, i, piece, piece, 1)
+    merged = h.runs["t"].pieces[0].kept
+    assert h.parts("t", 3, 4) is not None  # asked for, not read: nothing filled
+    assert h.extend("t", 4, 3, 4, pieces[3], pieces[3], 1)
+    assert not merged.filled and not any(p.dropped for p in pieces[:4])
+    assert sorted(rows(h, "t", 4, 5)) == ["v0", "v1", "v2", "v3", "v4"]  # read: filled
+    assert h.extend("t", 5, 4, 5, pieces[4], pieces[4], 1)
+    assert merged.filled and pieces[0].dropped and pieces[1].dropped and not merged.dropped
+    assert not any(p.dropped for p in pieces[2:])
+    assert sorted(rows(h, "t", 5, 6)) == ["v0", "v1", "v2", "v3", "v4", "v5"]
+
+
+def test_over_connect_a_batch_that_asked_for_the_run_is_taken_to_have_filled_it(monkeypatch):
+    """Over Spark Connect the merged piece's plan is the server's: a batch that asked for the
+    run releases the merged batches' caches at the next `extend`, as before; one that did not,
+    does not."""
+    monkeypatch.setattr(held, "MAX_BATCHES", 2)
+    h = held.Held()
+    h.start("t", 0, table("v0"), 1)
+    pieces = [ConnectFrame([f"v{i}"]) for i in range(1, 5)]
+    for i, piece in enumerate(pieces[:3], start=1):
+        assert h.extend("t", i, i - 1, i, piece, piece, 1)
+    assert not any(p.dropped for p in pieces[:2])
+    assert h.parts("t", 3, 4) is not None
+    assert h.extend("t", 4, 3, 4, pieces[3], pieces[3], 1)
+    assert pieces[0].dropped and pieces[1].dropped and not pieces[2].dropped
+
+
+def test_a_union_of_no_frames_is_refused():
+    with pytest.raises(ValueError, match="no frames"):
+        held._united([])
 
 
 def test_held_batches_merge_in_tiers_each_piece_holding_only_its_own_batches(monkeypatch):

@@ -39,9 +39,10 @@ scheduling, more than reading a few thousand cached rows), and the tasks grew by
 batch until the merge below (2026-11-29). The held batches are merged in tiers (`_merge`): every
 `MAX_BATCHES` batches into one partition, a local checkpoint (a tier-1 piece), every
 `MAX_BATCHES` tier-1 pieces into one of tier 2, and so on; a merged piece is filled by the next
-batch's join and its batches' own caches released after it. So the union a micro-batch plans stays narrow (at most
-`MAX_BATCHES` pieces a tier) and the run goes on (it was dropped there before, and the next
-micro-batch built a new Delta snapshot of the input: a slow batch every 16). A merged piece
+batch's join and its batches' own caches released once it is (`_filled`). So the union a
+micro-batch plans stays narrow (at most `MAX_BATCHES` pieces a tier) and the run goes on (it
+was dropped there before, and the next micro-batch built a new Delta snapshot of the input: a
+slow batch every 16). A merged piece
 holds only the batches merged into it, never the run's older pieces: its event-time extent is
 its own batches', so `evict` lets whole old pieces go as the stream moves on, and neither its
 plan nor its lineage (which every task of a join deserializes) grows with the run's age. One
@@ -110,7 +111,7 @@ class Run:
     rows: int = 0
     evicted: dict[str, int] = field(default_factory=dict)  # column -> rows below it were let go
     window: Any = None  # the base's rows later batches can match, cached (`window.Window`)
-    served: bool = False  # a micro-batch has read the run since its last merge (`parts`)
+    served: bool = False  # a micro-batch asked for the run since its last merge (`parts`)
     _table: DataFrame | None = None
     _together: tuple[DataFrame, list[Piece]] | None = None  # a union of pieces (`_coalesced`)
 
@@ -171,8 +172,8 @@ class Held:
         if run.rows + rows > MAX_ROWS and not bounded:
             self.drop(relation)
             return False
-        if run.served:  # the batch that read the merged pieces filled their partitions
-            for p in run.pieces:
+        for p in run.pieces:  # a merged piece a batch's join filled needs its batches no more
+            if p.merged and _filled(p.kept, run.served):
                 _release(p.merged)
         tier = 0
         while sum(p.tier == tier for p in run.pieces) >= MAX_BATCHES:
@@ -221,8 +222,8 @@ def _merge(run: Run, tier: int) -> None:
     by the next micro-batch that reads the run (its join reads the pieces' caches once, into the
     one partition, instead of a Spark job of its own at the end of this micro-batch: a delay of
     0.7 s for the next micro-batch's rows at 30,000 rows a batch, `bench/latency.py --show`,
-    2026-12-02). The pieces' caches are released once it is filled (`extend` after a batch read
-    the run), or with it.
+    2026-12-02). The pieces' caches are released once it is filled (`extend`,
+    `_filled`), or with it.
 
     The partition is a local checkpoint, as the window of the table is
     (`sqlflow.runtime.incremental.window`): its plan is one scan of its blocks, cut from the
@@ -242,9 +243,25 @@ def _merge(run: Run, tier: int) -> None:
     run.served = False
 
 
+def _filled(frame: DataFrame, served: bool) -> bool:
+    """Whether the lazy local checkpoint `frame` (a merged piece) holds its rows: Spark marks
+    it checkpointed once a job has computed every partition of it. A batch that asked for the
+    run (`served`) need not have read it: Spark skips the scan of a join side it finds empty or
+    not needed, and caches released then would leave the piece to be computed again from its
+    batches' source files (which fail once vacuumed). Over Spark Connect the plan is the
+    server's and cannot be asked: a batch that asked for the run is taken to have filled it."""
+    jdf = getattr(frame, "_jdf", None)  # (Connect: an AttributeError, so None)
+    if jdf is None:
+        return served
+    return bool(jdf.queryExecution().logical().rdd().isCheckpointed())
+
+
 def _united(frames: list[DataFrame]) -> DataFrame:
-    """The union of `frames` (by name), built as a balanced tree: each `unionByName` analyses
-    the union it builds, so a chain re-analyses the first frames once per frame after them."""
+    """The union of `frames` (by name, at least one), built as a balanced tree: each
+    `unionByName` analyses the union it builds, so a chain re-analyses the first frames once
+    per frame after them."""
+    if not frames:
+        raise ValueError("no frames to unite")
     if len(frames) == 1:
         return frames[0]
     half = len(frames) // 2
