@@ -178,17 +178,23 @@ class ConnectFrame(Frame):
         raise AttributeError("_jdf is not supported in Spark Connect")
 
 
+def run_of(batches: list[Frame]) -> held.Held:
+    """A run of table `t` (row `v0`) held on by `batches`, one micro-batch and version each."""
+    h = held.Held()
+    h.start("t", 0, table("v0"), 1)
+    for i, batch in enumerate(batches, start=1):
+        assert h.extend("t", i, i - 1, i, batch, batch, 1)
+    return h
+
+
 def test_merged_batches_stay_cached_until_a_job_has_filled_their_partition(monkeypatch):
     """A batch may ask for the run and never read the merged piece (Spark skips the scan of a
     join side it finds empty): the merged batches' caches stay until a batch's job has filled
     the partition, else the piece would be computed again from their source files later."""
     monkeypatch.setattr(held, "MAX_BATCHES", 2)
     monkeypatch.setattr(held, "TASK_ROWS", 1)
-    h = held.Held()
-    h.start("t", 0, table("v0"), 1)
     pieces = [Frame([f"v{i}"]) for i in range(1, 6)]
-    for i, piece in enumerate(pieces[:3], start=1):
-        assert h.extend("t", i, i - 1, i, piece, piece, 1)
+    h = run_of(pieces[:3])
     merged = h.runs["t"].pieces[0].kept
     assert h.parts("t", 3, 4) is not None  # asked for, not read: nothing filled
     assert h.extend("t", 4, 3, 4, pieces[3], pieces[3], 1)
@@ -205,11 +211,8 @@ def test_over_connect_a_batch_that_asked_for_the_run_is_taken_to_have_filled_it(
     run releases the merged batches' caches at the next `extend`, as before; one that did not,
     does not."""
     monkeypatch.setattr(held, "MAX_BATCHES", 2)
-    h = held.Held()
-    h.start("t", 0, table("v0"), 1)
     pieces = [ConnectFrame([f"v{i}"]) for i in range(1, 5)]
-    for i, piece in enumerate(pieces[:3], start=1):
-        assert h.extend("t", i, i - 1, i, piece, piece, 1)
+    h = run_of(pieces[:3])
     assert not any(p.dropped for p in pieces[:2])
     assert h.parts("t", 3, 4) is not None
     assert h.extend("t", 4, 3, 4, pieces[3], pieces[3], 1)
