@@ -28,7 +28,7 @@ import pyspark
 import pytest
 
 from helpers import LONG_JVM
-from sqlflow.engine.session import CHECKPOINT_FILES, SESSION_DEFAULTS
+from sqlflow.engine.session import CHECKPOINT_FILES, CODEGEN_CACHE, CODEGEN_IDS, SESSION_DEFAULTS
 
 SPARK_HOME = Path(pyspark.__file__).parent
 SPARK_CLASS = SPARK_HOME / "bin" / "spark-class"
@@ -199,6 +199,10 @@ CONNECT_CONF = {
     # checkpoint files without a process per file, as a classic session writes them
     # (`engine/session.SESSION_DEFAULTS`)
     CHECKPOINT_FILES: SESSION_DEFAULTS[CHECKPOINT_FILES],
+    # the code generation settings docs/deploy.md tells a Connect server's operator to start
+    # it with (`engine/session.SESSION_DEFAULTS`): a classic session sets them itself
+    CODEGEN_IDS: SESSION_DEFAULTS[CODEGEN_IDS],
+    CODEGEN_CACHE: SESSION_DEFAULTS[CODEGEN_CACHE],
 }
 
 
