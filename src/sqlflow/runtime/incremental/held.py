@@ -42,10 +42,10 @@ batch until the merge below (2026-11-29). The held batches are merged in tiers (
 batch's join and its batches' own caches released once it is (`_filled`). So the union a
 micro-batch plans stays narrow (at most `MAX_BATCHES` pieces a tier) and the run goes on (it
 was dropped there before, and the next micro-batch built a new Delta snapshot of the input: a
-slow batch every 16). A merged piece
-holds only the batches merged into it, never the run's older pieces: its event-time extent is
-its own batches', so `evict` lets whole old pieces go as the stream moves on, and neither its
-plan nor its lineage (which every task of a join deserializes) grows with the run's age. One
+slow batch every 16). A merged piece holds only the batches merged into it, never the run's
+older pieces: its event-time extent is its own batches', so `evict` lets whole old pieces go
+as the stream moves on, and neither its plan nor its lineage (which every task of a join
+deserializes) grows with the run's age. One
 merged piece for the whole run, each merge nesting the previous one, reached back to the run's
 start: it could never be let go, and its lineage grew by every batch (24.5k -> 102k characters
 from batch 16 to 80, 2026-12-02). Between merges the union of the held pieces is kept and grown
