@@ -1,6 +1,7 @@
-"""How a micro-batch could read the older rows a running query holds: scanned by Spark, or
-probed by key on the driver. A design benchmark for issue 23's next step (older rows indexed
-by join key), not a benchmark of code the product runs.
+"""How a micro-batch reads the older rows a running query holds: scanned by Spark (a cluster
+target), or probed by key on the driver (the embedded `local` target,
+`sqlflow.runtime.incremental.keyed`). The design benchmark that chose the probe; it builds
+both shapes itself rather than running a query.
 
     .venv/bin/python bench/held_probe.py [--held 30000,300000,1000000,3000000] [--new 15000]
                                          [--rounds 5]

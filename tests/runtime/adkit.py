@@ -209,3 +209,12 @@ def batch_project(spark, tmp_path: Path, ods: str, dw: str, models: dict):
                        profiles_yml=profiles(dw))
     for db in (ods, dw):
         spark.sql(f"DROP DATABASE IF EXISTS {db} CASCADE")
+
+
+def held_in_spark(monkeypatch) -> None:
+    """Have a running query hold its older rows in Spark's caches, as on a cluster target,
+    rather than on the driver looked up by key (`runtime.incremental.keyed`), which the
+    embedded `local` target of these tests would otherwise do."""
+    from sqlflow.runtime.incremental import microbatch
+
+    monkeypatch.setattr(microbatch, "_embedded", lambda spark: False)

@@ -139,8 +139,8 @@ def test_a_recent_version_is_read_once_then_its_window_serves_later_batches(spar
     older_rows = microbatch.MicroBatch._older
     small_plan = microbatch.small_plan
 
-    def spied(self, spark_, b, source, batch_id, keep):
-        rows, at_most = older_rows(self, spark_, b, source, batch_id, keep)
+    def spied(self, spark_, b, source, batch_id, keep, probe=None):
+        rows, at_most = older_rows(self, spark_, b, source, batch_id, keep, probe)
         if b.relation.endswith(".imps"):
             files[batch_id] = [f for f in rows.inputFiles() if "/imps/" in f]
             most[batch_id] = at_most
@@ -204,9 +204,9 @@ def test_a_batch_that_brings_one_input_nothing_keeps_the_other_inputs_window(spa
         opened.append(1)
         return open_window(*args, **kwargs)
 
-    def spied(self, spark_, b, source, batch_id, keep):
+    def spied(self, spark_, b, source, batch_id, keep, probe=None):
         older_calls.append((batch_id, b.relation.rsplit(".", 1)[-1]))
-        return older_rows(self, spark_, b, source, batch_id, keep)
+        return older_rows(self, spark_, b, source, batch_id, keep, probe)
 
     def imps(minute):
         return [imp(f"m{minute}-{k}", k, at(1, 10, minute, k)) for k in range(6)]
@@ -275,9 +275,9 @@ def test_a_running_query_lets_go_of_batches_no_later_one_can_match_and_still_joi
     starts: list[int] = []
     start = held.Held.start
 
-    def started(self, relation, version, read, batch_id):
+    def started(self, relation, version, read, batch_id, **kw):
         starts.append(batch_id)
-        return start(self, relation, version, read, batch_id)
+        return start(self, relation, version, read, batch_id, **kw)
 
     monkeypatch.setattr(held.Held, "start", started)
 
@@ -468,9 +468,64 @@ def test_a_small_batch_joins_in_one_job_by_hashing_its_new_rows_without_a_shuffl
     assert len(used) >= 4 and all(used[1:]), used
     assert len(plans) == len(used), (len(plans), len(used))
     for hashed, p in zip(used, plans, strict=True):
-        if hashed:
-            assert "ShuffledHashJoin" in p and "Exchange" not in p and "BroadcastHashJoin" not in p, p
+        if hashed:  # (a join Spark finds empty, its held rows looked up by key, is no join)
+            assert "ShuffledHashJoin" in p or "LocalTableScan <empty>" in p, p
+            assert "Exchange" not in p and "BroadcastHashJoin" not in p, p
         else:
             assert "ShuffledHashJoin" not in p, p
+    assert any("ShuffledHashJoin" in p for p in plans), plans
     sink, _ = s.truth("attributed")
     assert_same(spark, plan.sink.table, sink)
+
+
+@pytest.mark.parametrize("seed", [7])
+def test_a_running_query_looks_its_held_rows_up_by_key_and_equals_the_batch_plan(spark, setup, monkeypatch, seed):
+    """On the embedded `local` target a running query holds each input's batches on the
+    driver and hands the join only the held rows whose keys a new row of the other input has
+    (`runtime.incremental.keyed`). The edge cases and random rows (NULL keys, repeated keys,
+    rows at the interval's bounds, late and malformed rows) in random chunks and order, a
+    commit per chunk, into one running query: held rows were looked up, fewer handed over than
+    held, and sink and quarantine equal the batch plan's, row for row."""
+    import random
+
+    from runtime.adkit import edge_cases, random_rows
+    from sqlflow.runtime.dispatch import start_stream
+    from sqlflow.runtime.incremental import keyed
+
+    s, rnd = setup, random.Random(seed)
+    plan = s.stream_plans["attributed"]
+    imps, clicks = edge_cases()
+    more = random_rows(seed)
+    todo = []
+    for table, rows, schema in (("imps", imps + more[0], IMP_SCHEMA), ("clicks", clicks + more[1], CLICK_SCHEMA)):
+        rnd.shuffle(rows)
+        while rows:  # about eight commits per input
+            n = rnd.randint(1, max(1, len(rows) // 4))
+            todo.append((f"{s.ods}.{table}", rows[:n], schema))
+            rows = rows[n:]
+    rnd.shuffle(todo)
+    looked: list[tuple[int, int]] = []  # (held rows, rows handed to the join) per lookup
+    matching = keyed.matching
+
+    def counted(tables, keys):
+        found = matching(tables, keys)
+        looked.append((sum(t.num_rows for t in tables), 0 if found is None else found.num_rows))
+        return found
+
+    monkeypatch.setattr(keyed, "matching", counted)
+    query, fn = start_stream(s.stream, plan, trigger="0.5 seconds")
+    try:
+        while todo:
+            n = rnd.randint(1, 3)
+            group, todo = todo[:n], todo[n:]
+            for table, rows, schema in group:
+                commit_one(spark, table, rows, schema)
+            query.processAllAvailable()
+    finally:
+        query.stop()
+    monkeypatch.undo()
+    assert fn.error is None
+    assert len(looked) >= 3 and any(handed < held for held, handed in looked), looked
+    sink, quarantine = s.truth("attributed")
+    assert_same(spark, plan.sink.table, sink)
+    assert_same(spark, plan.quarantine, quarantine, drop=("origin",))

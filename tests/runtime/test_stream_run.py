@@ -25,6 +25,7 @@ from runtime.adkit import (
     chunks,
     click,
     edge_cases,
+    held_in_spark,
     imp,
     random_rows,
     setup_projects,
@@ -389,6 +390,7 @@ def test_held_rows_stay_cached_after_their_micro_batch_drops_its_views(spark, se
     from sqlflow.runtime.incremental import held
 
     s = setup
+    held_in_spark(monkeypatch)
     plan = s.one_file_per_batch("attributed")
     _three_parts_after_a_first_batch(spark, s, plan)
     compact, made = held.compact, []
@@ -423,6 +425,7 @@ def test_merged_held_batches_are_filled_by_the_next_batch_then_let_go(spark, set
     monkeypatch.setattr(held, "MAX_BATCHES", 2)  # tier 1 at batches 3, 5; tier 2 at batch 5
     # the interval join prunes both inputs (`evict` bounds their runs): never dropped for size
     monkeypatch.setattr(held, "MAX_ROWS", 1)
+    held_in_spark(monkeypatch)
     s = setup
     plan = s.one_file_per_batch("attributed")
     _three_parts_after_a_first_batch(spark, s, plan, parts=7)

@@ -69,6 +69,19 @@ class PruneRange:
 
 
 @dataclass(frozen=True)
+class KeyPair:
+    """An equality key of an incremental join: a row of this input matches a row of `other`
+    only where its `column` equals that row's `other_column` (the join's condition says so),
+    so the older rows a micro-batch can match are those whose `column` is among its new rows
+    of `other`'s (`sqlflow.runtime.incremental.keyed`). Either may name an expression, which
+    the runtime does not look up by."""
+
+    column: str
+    other: str
+    other_column: str
+
+
+@dataclass(frozen=True)
 class SourceBinding(HasEventTime):
     """How one input of the model is read in this plan."""
 
@@ -82,6 +95,7 @@ class SourceBinding(HasEventTime):
     time: EventTime = EventTime()  # the input's event-time block, as its source declares it
     watermark: Watermark | None = None
     prune: tuple[PruneRange, ...] = ()
+    keys: tuple[KeyPair, ...] = ()  # incremental join: equality keys beside `prune`'s ranges
     max_files_per_trigger: int | None = None
 
 

@@ -16,6 +16,7 @@ from sqlflow.planning.partition_safety import safe_partitions
 from sqlflow.planning.plan import (
     COMMIT_LOG,
     BatchPlan,
+    KeyPair,
     Mode,
     PruneRange,
     RestartPolicy,
@@ -161,7 +162,7 @@ def _incremental(ir: ModelIR, streams: list[InputRel]
     from sqlflow.planning.delta.rule import DeltaBinding, delta_rewrite, padding_queries
 
     joins = stream_joins(ir)
-    prunes = _prune_ranges(ir, joins)
+    prunes, keys = _prune_ranges(ir, joins)
     joined = {r for j in joins for r in (_rel(ir, j.left_alias, j), _rel(ir, j.right_alias, j))}
     if None in joined:  # a join side is a CTE or subquery: every stream may need its old rows
         joined = {s.relation for s in streams} if joins else set()
@@ -169,7 +170,7 @@ def _incremental(ir: ModelIR, streams: list[InputRel]
         s.relation: SourceBinding(
             **_base(s, "stream"), view=view_name("delta", s.relation),
             old_view=view_name("old", s.relation) if s.relation in joined else None,
-            prune=prunes.get(s.relation, ()))
+            prune=prunes.get(s.relation, ()), keys=keys.get(s.relation, ()))
         for s in streams
     }
     deltas = {r: DeltaBinding(r, b.view, b.old_view or b.view) for r, b in bindings.items() if b.view}
@@ -188,12 +189,15 @@ def _incremental(ir: ModelIR, streams: list[InputRel]
     return bindings, spark_sql(rewritten), padding, spark_sql(hashed) if hashed is not None else None
 
 
-def _prune_ranges(ir: ModelIR, joins: list[JoinIR]) -> dict[str, tuple[PruneRange, ...]]:
+def _prune_ranges(ir: ModelIR, joins: list[JoinIR]
+                  ) -> tuple[dict[str, tuple[PruneRange, ...]], dict[str, tuple[KeyPair, ...]]]:
     """For each joined stream, the older rows each other side's new rows can match
-    (`delta_rule.pruning_ranges`), named by the relations the runtime reads."""
+    (`delta_rule.pruning_ranges`), named by the relations the runtime reads; and the equality
+    keys of the same joins, by which the runtime may look those rows up."""
     from sqlflow.planning.delta.rule import pruning_ranges
 
     out: dict[str, list[PruneRange]] = {}
+    keys: dict[str, list[KeyPair]] = {}
     for j in joins:
         if j.kind != "interval" or j.interval is None or not j.interval.bounded:
             continue
@@ -209,7 +213,10 @@ def _prune_ranges(ir: ModelIR, joins: list[JoinIR]) -> dict[str, tuple[PruneRang
         ranges = pruning_ranges((b.left_time, b.right_time, b.lower_us, upper))
         for rel, other, m in ((left, right, ranges.old_left), (right, left, ranges.old_right)):
             out.setdefault(rel, []).append(PruneRange(m.column, other, m.by, m.lower_us, m.upper_us))
-    return {k: tuple(v) for k, v in out.items()}
+        for lkey, rkey in j.keys:
+            keys.setdefault(left, []).append(KeyPair(lkey, right, rkey))
+            keys.setdefault(right, []).append(KeyPair(rkey, left, lkey))
+    return {k: tuple(v) for k, v in out.items()}, {k: tuple(v) for k, v in keys.items()}
 
 
 def _rel(ir: ModelIR, alias: str, join: JoinIR) -> str | None:

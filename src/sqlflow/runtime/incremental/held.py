@@ -58,6 +58,12 @@ A query's first micro-batch, whose new rows of an input are its table as of a ve
 the frame that batch built, so the second batch builds no snapshot of the version the first
 one read.
 
+A run may hold its batches on the driver instead (`start(keyed=True)`, the embedded `local`
+target: `sqlflow.runtime.incremental.keyed`): each batch's clean rows as an Arrow table
+(`Rows`), none of the Spark caches above, and a micro-batch reads of them only what its
+`probe` looks up by key. Such a run is dropped by a batch whose rows are not on the driver
+(`extend` without `table`), and by a micro-batch with no probe while it holds batches.
+
 The table as of `base` is read only when a micro-batch needs it (`parts(base=True)`): once a
 running query's new rows are past every row of that version, the caller leaves it out
 (`sqlflow.runtime.delta.file_stats`), and a read never made builds no Delta snapshot.
@@ -69,6 +75,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import pyarrow as pa
 from pyspark.sql import DataFrame
 
 MAX_ROWS = 2_000_000  # new rows held per input that `evict` does not bound; more starts a new run
@@ -101,6 +108,16 @@ class Piece:
         _release(self.merged)
 
 
+@dataclass(eq=False)  # (a run finds its batches by identity, never by their rows)
+class Rows:
+    """One held batch of a run looked up by key (`sqlflow.runtime.incremental.keyed`): its
+    clean rows on the driver, their count and the range of their prune columns, where known."""
+
+    table: pa.Table
+    rows: int
+    extent: Extent | None = None
+
+
 @dataclass
 class Run:
     base: int             # the input table's version the run starts on
@@ -112,6 +129,7 @@ class Run:
     evicted: dict[str, int] = field(default_factory=dict)  # column -> rows below it were let go
     window: Any = None  # the base's rows later batches can match, cached (`window.Window`)
     served: bool = False  # a micro-batch asked for the run since its last merge (`parts`)
+    tables: list[Rows] | None = None  # a run looked up by key: its batches, held here (`keyed`)
     _table: DataFrame | None = None
     _together: tuple[DataFrame, list[Piece]] | None = None  # a union of pieces (`_coalesced`)
 
@@ -130,36 +148,46 @@ class Held:
 
     def parts(self, relation: str, version: int, batch_id: int, *,
               base: Callable[[Run], list[DataFrame]] = lambda run: [run.table()],
-              lows: dict[str, int] | None = None) -> list[DataFrame] | None:
+              lows: dict[str, int] | None = None,
+              probe: Callable[[list[pa.Table]], DataFrame | None] | None = None) -> list[DataFrame] | None:
         """The clean rows of `relation` as of `version`, held for micro-batch `batch_id`, as
         the frames whose union they are: what `base(run)` gives of the table as of the run's
         base version (by default the table; the caller may leave it out, or give the rows of
-        it the batch can match) and the held batches. None when no run reaches exactly there
-        (the caller `start`s one), or when the batch may need rows the run let go: `lows`, the
-        lowest value per column the batch keeps (None: it keeps every row), below a column's
-        eviction floor (`evict`)."""
+        it the batch can match) and the held batches (of a run looked up by key, what
+        `probe(tables)` gives of them: the rows the batch can match). None when no run reaches
+        exactly there (the caller `start`s one), when the batch may need rows the run let go
+        (`lows`, the lowest value per column the batch keeps, None: it keeps every row, below a
+        column's eviction floor, `evict`), or when a run looked up by key holds batches and
+        the batch has no `probe`."""
         run = self.runs.get(relation)
         if run is not None and run.end == version and run.batch < batch_id and _serves(run, lows):
-            run.served = True
-            return base(run) + _read(run)
+            if run.tables is None:
+                run.served = True
+                return base(run) + _read(run)
+            if probe is not None or not run.tables:
+                found = probe([r.table for r in run.tables]) if probe is not None else None
+                return base(run) + ([found] if found is not None else [])
         self.drop(relation)
         return None
 
-    def start(self, relation: str, version: int, read: Callable[[], DataFrame], batch_id: int) -> None:
+    def start(self, relation: str, version: int, read: Callable[[], DataFrame], batch_id: int,
+              *, keyed: bool = False) -> None:
         """A run from `read()`, the clean rows of `relation` as of `version` (called when a
-        micro-batch first needs them), for micro-batch `batch_id` on."""
+        micro-batch first needs them), for micro-batch `batch_id` on; `keyed`: its batches
+        held on the driver and looked up by key (`keyed`, `extend(table=...)`)."""
         self.drop(relation)
-        self.runs[relation] = Run(version, read, version, batch_id - 1)
+        self.runs[relation] = Run(version, read, version, batch_id - 1, tables=[] if keyed else None)
 
     def extend(self, relation: str, batch_id: int, start: int | None, end: int | None,
                cached: DataFrame, clean: DataFrame, rows: int, extent: Extent | None = None,
-               bounded: bool = False) -> bool:
+               bounded: bool = False, table: pa.Table | None = None) -> bool:
         """After micro-batch `batch_id` committed: its new rows of `relation` were the versions
         after `start` up to `end` (None: it started or ended inside a version), `clean` of them
         clean, read from `cached` (`rows` rows; `extent`: the range of their prune columns,
         when known; `bounded`: the caller lets go of the rows no later batch can match, by
-        `evict`, so `MAX_ROWS` does not apply). True when the run keeps them: the caller must
-        not unpersist `cached`."""
+        `evict`, so `MAX_ROWS` does not apply; `table`: the clean rows on the driver, which a
+        run looked up by key holds, and without which it is dropped). True when the run keeps
+        `cached`: the caller must not unpersist it."""
         run = self.runs.get(relation)
         if run is None:
             return False
@@ -169,8 +197,13 @@ class Held:
         if start == end or not rows:  # nothing new on this input: the same rows
             run.end, run.batch = end, batch_id
             return False
-        if run.rows + rows > MAX_ROWS and not bounded:
+        if (run.rows + rows > MAX_ROWS and not bounded) or (run.tables is not None and table is None):
             self.drop(relation)
+            return False
+        run.rows, run.end, run.batch = run.rows + rows, end, batch_id
+        if run.tables is not None:
+            assert table is not None  # (dropped above)
+            run.tables.append(Rows(table, rows, extent))
             return False
         for p in run.pieces:  # a merged piece a batch's join filled needs its batches no more
             if p.merged and _filled(p.kept, run.served):
@@ -180,7 +213,6 @@ class Held:
             _merge(run, tier)
             tier += 1
         run.pieces.append(Piece(cached, compact(clean), rows, extent))
-        run.rows, run.end, run.batch = run.rows + rows, end, batch_id
         return True
 
     def evict(self, relation: str, floors: dict[str, int]) -> int:
@@ -192,17 +224,20 @@ class Held:
         run = self.runs.get(relation)
         if run is None or not floors:
             return 0
-        gone = [p for p in run.pieces if p.extent is not None
-                and all(c in p.extent and p.extent[c][1] < low for c, low in floors.items())]
-        if not gone:
+        gone = [p for p in run.pieces if _below(p.extent, floors)]
+        dropped = [r for r in run.tables or () if _below(r.extent, floors)]
+        if not gone and not dropped:
             return 0
         for p in gone:
             p.release()  # and the pieces merged into it, their rows gone with it
         run.pieces = [p for p in run.pieces if p not in gone]
-        run.rows -= sum(p.rows for p in gone)
+        if run.tables is not None:
+            run.tables = [r for r in run.tables if r not in dropped]
+        let_go = sum(p.rows for p in gone) + sum(r.rows for r in dropped)
+        run.rows -= let_go
         for column, low in floors.items():
             run.evicted[column] = max(run.evicted.get(column, low), low)
-        return sum(p.rows for p in gone)
+        return let_go
 
     def drop(self, relation: str) -> None:
         run = self.runs.pop(relation, None)
@@ -214,6 +249,15 @@ class Held:
     def clear(self) -> None:
         for relation in list(self.runs):
             self.drop(relation)
+
+
+def _below(extent: Extent | None, floors: dict[str, int]) -> bool:
+    """Whether every row of a piece of range `extent` lies below `floors` in every column.
+
+    >>> _below({"t": (1, 5)}, {"t": 6}), _below({"t": (1, 6)}, {"t": 6}), _below(None, {"t": 6})
+    (True, False, False)
+    """
+    return extent is not None and all(c in extent and extent[c][1] < low for c, low in floors.items())
 
 
 def _merge(run: Run, tier: int) -> None:

@@ -55,6 +55,7 @@ from dataclasses import dataclass
 from functools import reduce
 from pathlib import Path
 
+import pyarrow as pa
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructField, StructType, TimestampType
@@ -73,6 +74,7 @@ from sqlflow.runtime.incremental import (
     copies,
     held,
     input_logs,
+    keyed,
     log_stats,
     older,
     padding,
@@ -171,6 +173,7 @@ class MicroBatch(BatchFunction):
         self._recorded: tuple[tuple[int, int], padding.Progress] | None = None
         self._progress_exists = False  # the progress table, once this object has written it
         self._stat_memo: dict[tuple[int, str], tuple[list[Column], Column]] = {}  # `_stat_columns`
+        self._lookups: dict[str, tuple[tuple[str, str], ...]] | None = None  # `_keyed`
         began = time.monotonic()
         self.last_rows = {b.relation: began for b in sides}  # when each input last brought rows
 
@@ -183,6 +186,7 @@ class MicroBatch(BatchFunction):
         began = time.monotonic()
         spark, plan, phase = df.sparkSession, self.plan, Phases()
         sources = self.ledger.before(batch_id)  # before caching: an error here leaks nothing
+        self._keyed(spark)  # (decided at the query's first micro-batch)
         self.copies.begin(batch_id)
         with phase("new rows"):
             sides = [self._new_rows(spark, df, batch_id, k) for k in range(len(self.sides))]
@@ -219,6 +223,11 @@ class MicroBatch(BatchFunction):
                           batch=self._id(f"{app}__quarantine", batch_id), local=few)
             keeps: dict[str, list[tuple[str, int, int]] | None] = {}  # `_keep` per joined input
             olds: dict[str, DataFrame] = {}  # each joined input's older rows
+            arrows: dict[str, pa.Table] = {}  # clean new rows on the driver, of inputs held by key
+            if few and self._keyed(spark):
+                with phase("keys"):
+                    arrows = {b.relation: clean[b.relation].toArrow() for b in self.sides
+                              if b.relation in self._keyed(spark)}
             # the rows the join reads at most, as far as known (None: not known), for `small_plan`
             reads: int | None = None if self.outer else sum(counts.values())
             with phase("prune"):
@@ -231,7 +240,8 @@ class MicroBatch(BatchFunction):
                         if keep == []:
                             old = clean[b.relation].limit(0)
                         else:
-                            old, most = self._older(spark, b, sources[b.relation], batch_id, keep)
+                            old, most = self._older(spark, b, sources[b.relation], batch_id, keep,
+                                                    self._probe(spark, b, arrows, clean[b.relation].schema))
                             reads = None if reads is None or most is None else reads + most
                         olds[b.relation] = old
             interpreted = reads is not None and reads <= INTERPRETED_ROWS
@@ -295,7 +305,7 @@ class MicroBatch(BatchFunction):
                                 inputs=self._offsets(batch_id), quarantined=quarantined,
                                 late=reasons.get("late", 0))
             fault_points.reached("commit_log", batch_id)
-            kept = self._hold(batch_id, sides, clean, counts, stats, keeps)
+            kept = self._hold(batch_id, sides, clean, counts, stats, keeps, arrows)
         finally:
             self._drop_views(spark)  # first: its frames read the new rows (`_uncache`)
             for k, frame in enumerate(sides):
@@ -358,12 +368,15 @@ class MicroBatch(BatchFunction):
         return rows.persist()
 
     def _older(self, spark: SparkSession, b: SourceBinding, source: older.Source, batch_id: int,
-               keep: list[tuple[str, int, int]] | None) -> tuple[DataFrame, int | None]:
+               keep: list[tuple[str, int, int]] | None,
+               probe: Callable[[list[pa.Table]], tuple[DataFrame | None, int]] | None = None
+               ) -> tuple[DataFrame, int | None]:
         """`b`'s older rows (`older.Source`): its clean rows in the table as of the source's
         version plus the copies of later batches, pruned to `keep` (`_keep`); and how many
         rows the join scans for them at most (None: not known; the copies of a state table
         are not counted). The table as of the version is left out when its file statistics
-        say no row of it is in `keep` (`_base_may_match`)."""
+        say no row of it is in `keep` (`_base_may_match`). `probe`: the held batches' rows
+        the batch can match and their count, by key (`_probe`), for a run held on the driver."""
         schema = self.schemas[b.relation]
         where = self._keep_column(b, keep)
         copies = self._copies(spark, b, source, batch_id, where)
@@ -377,20 +390,30 @@ class MicroBatch(BatchFunction):
             return parts
 
         lows = None if keep is None else {c.lower(): low for c, low in window.floors(keep, {}).items()}
-        parts = self.held.parts(b.relation, source.base, batch_id, base=base, lows=lows)
+        handed: list[int] = []  # the held rows a lookup by key handed the join
+
+        def probe_rows(tables: list[pa.Table]) -> DataFrame | None:
+            assert probe is not None  # (passed only with one)
+            frame, rows = probe(tables)
+            handed.append(rows)
+            return frame
+
+        probing = None if probe is None else probe_rows
+        parts = self.held.parts(b.relation, source.base, batch_id, base=base, lows=lows, probe=probing)
         if parts is None:  # read the table as of the version (a new Delta snapshot) when needed; hold it
             version = source.base
 
             def read() -> DataFrame:
                 return Q.clean(older.table_at(spark, b.relation, version, schema), b, model=self.plan.model)
 
-            self.held.start(b.relation, version, read, batch_id)
-            parts = self.held.parts(b.relation, version, batch_id, base=base)
+            self.held.start(b.relation, version, read, batch_id, keyed=b.relation in self._keyed(spark))
+            parts = self.held.parts(b.relation, version, batch_id, base=base, probe=probing)
             assert parts is not None  # the run just started reaches the version
         parts = [p.where(where) if where is not None else p for p in parts]
         run = self.held.runs[b.relation]
         known = [n for n in scanned if n is not None]
-        most = None if copies is not None or len(known) < len(scanned) else sum(known) + run.rows
+        held_rows = run.rows if run.tables is None else sum(handed)
+        most = None if copies is not None or len(known) < len(scanned) else sum(known) + held_rows
         if copies is not None:
             parts.append(copies)
         return (reduce(DataFrame.unionByName, parts) if parts else state.empty(spark, schema)), most
@@ -475,13 +498,15 @@ class MicroBatch(BatchFunction):
 
     def _hold(self, batch_id: int, sides: list[DataFrame], clean: dict[str, DataFrame],
               counts: dict[int, int], stats: Stats,
-              keeps: dict[str, list[tuple[str, int, int]] | None]) -> set[int]:
+              keeps: dict[str, list[tuple[str, int, int]] | None],
+              arrows: dict[str, pa.Table]) -> set[int]:
         """After a committed micro-batch: add each joined input's clean new rows to its held
         run when the batch started and ended on whole versions (`held.Held.extend`), with the
         range of their prune columns from the stats pass, then let go of the held batches no
         later batch can match (`held.Held.evict`: below this batch's ranges, less the other
         side's lateness, as a window's floors; such a run is `bounded`, not dropped for its
-        size); the inputs whose cached new rows the runs keep."""
+        size); the inputs whose cached new rows the runs keep. A run held on the driver
+        (`keyed`) takes the batch's clean rows there, `arrows`."""
         kept = set()
         for k, b in enumerate(self.sides):
             if not b.old_view or self.checkpoint is None:
@@ -495,13 +520,52 @@ class MicroBatch(BatchFunction):
             if self.held.extend(b.relation, batch_id, start.version if start else None,
                                 end.version if end else None, sides[k], clean[b.relation],
                                 counts.get(k, 0), extent=self._piece_extent(b, stats),
-                                bounded=keep is not None):
+                                bounded=keep is not None, table=arrows.get(b.relation)):
                 kept.add(k)
             columns = {r.column.lower() for r in b.prune}
             if keep and columns and columns <= {c.lower() for c, _, _ in keep}:
                 margin = {r.column.lower(): self._lateness(r.other) for r in b.prune}
                 self.held.evict(b.relation, window.floors(keep, margin))
         return kept
+
+    def _keyed(self, spark: SparkSession) -> dict[str, tuple[tuple[str, str], ...]]:
+        """Per joined input whose held rows are looked up by key (`keyed`), the pairs (its
+        column, the other input's) it is looked up by. Only on the embedded `local` target
+        (the driver is where the rows are), for an inner join of two streams whose prune
+        ranges are in use (`_ranges`: the rows a batch can match are those the other side's
+        new rows can), and a checkpoint (runs are held only with one). Decided once."""
+        if self._lookups is None:
+            self._lookups = {}
+            if not self.outer and self._ranges() and self.checkpoint is not None and _embedded(spark):
+                joined = {b.relation for b in self.sides if b.old_view}
+                for b in self.sides:
+                    others = {p.other for p in b.keys}
+                    if b.relation not in joined or len(others) != 1 or not others <= joined:
+                        continue
+                    other = next(iter(others))
+                    pairs = keyed.usable(b.keys, self.schemas[b.relation], self.schemas[other])
+                    if pairs:
+                        self._lookups[b.relation] = pairs
+        return self._lookups
+
+    def _probe(self, spark: SparkSession, b: SourceBinding, arrows: dict[str, pa.Table],
+               schema: StructType) -> Callable[[list[pa.Table]], tuple[DataFrame | None, int]] | None:
+        """For `b`'s run held on the driver, the lookup of its held batches' rows that this
+        batch's new rows of the other input can match (`keyed.matching`), as a frame of
+        `schema` (None: no row) and their count; None when the batch took no rows to the
+        driver (`arrows`)."""
+        pairs = self._keyed(spark).get(b.relation)
+        other = next((p.other for p in b.keys), None)
+        if not pairs or other not in arrows or b.relation not in arrows:
+            return None
+        keys = keyed.keys_of(arrows[other], pairs)
+
+        def lookup(tables: list[pa.Table]) -> tuple[DataFrame | None, int]:
+            found = keyed.matching(tables, keys)
+            if found is None or not found.num_rows:
+                return None, 0
+            return spark.createDataFrame(found, schema=schema), found.num_rows
+        return lookup
 
     def _seed(self, batch_id: int, k: int, b: SourceBinding, clean: DataFrame) -> None:
         """Start `b`'s held run from this micro-batch when its new rows were the whole table
@@ -513,7 +577,8 @@ class MicroBatch(BatchFunction):
             return
         whole, version = older.new_rows(self.checkpoint, batch_id, k)
         if whole and version is not None:
-            self.held.start(b.relation, version, lambda: clean, batch_id + 1)
+            self.held.start(b.relation, version, lambda: clean, batch_id + 1,
+                            keyed=b.relation in (self._lookups or {}))
 
     def _piece_extent(self, b: SourceBinding, stats: Stats) -> held.Extent | None:
         """The range of `b`'s prune columns over its clean new rows of the batch, from the
@@ -930,6 +995,15 @@ class Stats:
     bounds: dict[PruneRange, tuple[int, int]] = dataclasses.field(default_factory=dict)
     max_ingest: dict[str, int | None] = dataclasses.field(default_factory=dict)
     proven_clean: bool = False  # from the files' statistics: every new row is clean (`log_stats`)
+
+
+def _embedded(spark: SparkSession) -> bool:
+    """Whether `spark` is the embedded `local` target's session: a JVM in this process
+    running `local` Spark (not Spark Connect, not a cluster's driver)."""
+    if getattr(spark, "_jvm", None) is None:
+        return False
+    master = spark.sparkContext.master or ""
+    return master == "local" or master.startswith("local[")  # (`local-cluster` has executors)
 
 
 def _indexed(b: SourceBinding) -> tuple[str, ...]:
