@@ -123,3 +123,22 @@ def test_held_rows_below_the_floors_are_let_go_from_a_run_held_by_key():
     assert h.evict("t", {"t": 15}) == 1 and h.runs["t"].rows == 1
     assert h.parts("t", 5, 3, lows={"t": 15}, probe=probe_of(["old", "new"])) == [[], ["new"]]
     assert h.parts("t", 5, 3, lows={"t": 5}, probe=probe_of(["old"])) is None  # below a floor
+
+
+def test_a_run_that_outgrows_the_driver_is_dropped_and_later_runs_are_held_in_spark(monkeypatch):
+    monkeypatch.setattr(held, "MAX_BYTES", 100)
+    h = held.Held()
+    h.start("t", 3, lambda: Frame(["base"]), 1, keyed=True)
+    assert not h.extend("t", 1, 3, 4, Frame(), Frame(), 1, table=pa.table({"k": ["a"]}))
+    assert h.runs["t"].tables is not None
+    big = pa.table({"k": ["x" * 200]})
+    assert not h.extend("t", 2, 4, 5, Frame(), Frame(), 1, table=big)
+    assert "t" not in h.runs and not h.on_driver
+    h.start("t", 5, lambda: Frame(["base"]), 3, keyed=True)
+    new = Frame(["b"])
+    assert h.runs["t"].tables is None and h.extend("t", 3, 5, 6, new, new, 1, table=pa.table({"k": ["b"]}))
+    assert rows_of(h.parts("t", 6, 4)) == ["base", "b"]  # the batch cached in Spark, as a cluster's
+
+
+def rows_of(parts):
+    return [r for p in parts for r in p]

@@ -81,6 +81,7 @@ from pyspark.sql import DataFrame
 MAX_ROWS = 2_000_000  # new rows held per input that `evict` does not bound; more starts a new run
 MAX_BATCHES = 16  # held pieces of one tier merged into one partition of the next (`_merge`)
 TASK_ROWS = 100_000  # held rows a micro-batch reads in one task at least (`_read`)
+MAX_BYTES = 2 << 30  # Arrow bytes a run held on the driver may hold (`extend`; then Spark's caches)
 
 Extent = dict[str, tuple[int, int]]  # column (lower case) -> (min, max) µs of a piece's rows
 
@@ -145,6 +146,7 @@ class Held:
 
     def __init__(self) -> None:
         self.runs: dict[str, Run] = {}
+        self.on_driver = True  # runs may be held on the driver (until one outgrows `MAX_BYTES`)
 
     def parts(self, relation: str, version: int, batch_id: int, *,
               base: Callable[[Run], list[DataFrame]] = lambda run: [run.table()],
@@ -176,6 +178,7 @@ class Held:
         micro-batch first needs them), for micro-batch `batch_id` on; `keyed`: its batches
         held on the driver and looked up by key (`keyed`, `extend(table=...)`)."""
         self.drop(relation)
+        keyed = keyed and self.on_driver
         self.runs[relation] = Run(version, read, version, batch_id - 1, tables=[] if keyed else None)
 
     def extend(self, relation: str, batch_id: int, start: int | None, end: int | None,
@@ -187,7 +190,9 @@ class Held:
         when known; `bounded`: the caller lets go of the rows no later batch can match, by
         `evict`, so `MAX_ROWS` does not apply; `table`: the clean rows on the driver, which a
         run looked up by key holds, and without which it is dropped). True when the run keeps
-        `cached`: the caller must not unpersist it."""
+        `cached`: the caller must not unpersist it. A run on the driver that would hold more
+        than `MAX_BYTES` is dropped, and every run of this object is held in Spark's caches
+        from then on (they spill to disk; the driver's memory does not)."""
         run = self.runs.get(relation)
         if run is None:
             return False
@@ -204,6 +209,9 @@ class Held:
         if run.tables is not None:
             assert table is not None  # (dropped above)
             run.tables.append(Rows(table, rows, extent))
+            if sum(r.table.nbytes for r in run.tables) > MAX_BYTES:
+                self.on_driver = False
+                self.drop(relation)
             return False
         for p in run.pieces:  # a merged piece a batch's join filled needs its batches no more
             if p.merged and _filled(p.kept, run.served):

@@ -224,7 +224,7 @@ class MicroBatch(BatchFunction):
             keeps: dict[str, list[tuple[str, int, int]] | None] = {}  # `_keep` per joined input
             olds: dict[str, DataFrame] = {}  # each joined input's older rows
             arrows: dict[str, pa.Table] = {}  # clean new rows on the driver, of inputs held by key
-            if few and self._keyed(spark):
+            if few and self._keyed(spark) and self.held.on_driver:
                 with phase("keys"):
                     arrows = {b.relation: clean[b.relation].toArrow() for b in self.sides
                               if b.relation in self._keyed(spark)}
