@@ -442,7 +442,8 @@ def test_merged_held_batches_are_filled_by_the_next_batch_then_let_go(spark, set
 
     monkeypatch.setattr(held, "_merge", recorded)
     start, starts = held.Held.start, []
-    monkeypatch.setattr(held.Held, "start", lambda h, relation, *a: starts.append(relation) or start(h, relation, *a))
+    monkeypatch.setattr(held.Held, "start",
+                        lambda h, relation, *a, **kw: starts.append(relation) or start(h, relation, *a, **kw))
     seen = []
 
     def check(batch_id):  # after this batch's sink write, before it holds its own rows

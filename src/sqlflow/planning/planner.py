@@ -216,7 +216,8 @@ def _prune_ranges(ir: ModelIR, joins: list[JoinIR]
         for lkey, rkey in j.keys:
             keys.setdefault(left, []).append(KeyPair(lkey, right, rkey))
             keys.setdefault(right, []).append(KeyPair(rkey, left, lkey))
-    return {k: tuple(v) for k, v in out.items()}, {k: tuple(v) for k, v in keys.items()}
+    # (the keys in one order, whichever order the condition writes them in)
+    return {k: tuple(v) for k, v in out.items()}, {k: tuple(sorted(set(v), key=repr)) for k, v in keys.items()}
 
 
 def _rel(ir: ModelIR, alias: str, join: JoinIR) -> str | None:

@@ -205,9 +205,9 @@ class Held:
         if (run.rows + rows > MAX_ROWS and not bounded) or (run.tables is not None and table is None):
             self.drop(relation)
             return False
-        run.rows, run.end, run.batch = run.rows + rows, end, batch_id
         if run.tables is not None:
             assert table is not None  # (dropped above)
+            run.rows, run.end, run.batch = run.rows + rows, end, batch_id
             run.tables.append(Rows(table, rows, extent))
             if sum(r.table.nbytes for r in run.tables) > MAX_BYTES:
                 self.on_driver = False
@@ -221,6 +221,7 @@ class Held:
             _merge(run, tier)
             tier += 1
         run.pieces.append(Piece(cached, compact(clean), rows, extent))
+        run.rows, run.end, run.batch = run.rows + rows, end, batch_id
         return True
 
     def evict(self, relation: str, floors: dict[str, int]) -> int:

@@ -97,7 +97,8 @@ def matching(held: Sequence[pa.Table], keys: pa.Table) -> pa.Table | None:
     columns = keys.column_names
     if keys.num_rows == 0:
         return table.slice(0, 0)
-    first = columns[0]  # a filter chunk by chunk: the held rows are not copied
+    # a filter chunk by chunk (the held rows are not copied) on the key of most new values
+    first = max(columns, key=lambda c: pc.count_distinct(keys[c]).as_py())
     table = table.filter(pc.is_in(table[first], value_set=pc.unique(keys[first]), skip_nulls=True))
     if len(columns) == 1 or not table.num_rows:
         return table
