@@ -328,3 +328,37 @@ def test_a_create_killed_before_its_catalog_entry_is_moved_aside_and_the_run_rec
     (diag,) = err.value.diagnostics
     assert folder in diag.message and "never adopts" in diag.message and folder in diag.hint
     assert sorted(os.listdir(folder)) == before and not glob.glob(f"{folder}.interrupted-*")
+
+
+def test_a_create_run_twice_finds_its_own_table_and_the_stream_still_equals_the_batch_plan(
+        spark, setup, monkeypatch):
+    """Over Spark Connect a create can run twice: the client sends its plan again when the
+    response stream broke and the server had already released the finished operation. The
+    second run fails with `TABLE_OR_VIEW_ALREADY_EXISTS` on the table the first one made (the
+    stream service's idle step failed so, 2026-12-03). Here every create of an outer join's
+    runs (sink, quarantine, state tables, the padding progress, with and without rows) is run
+    twice: the runs go on, and sink and quarantine equal the batch plan row for row. A table of
+    another owner is still refused."""
+    from pyspark.errors import AnalysisException
+    from pyspark.sql.readwriter import DataFrameWriterV2
+
+    from sqlflow.runtime.delta import retried_create
+
+    s, model = setup, "left_samples"
+    real, twice = DataFrameWriterV2.create, []
+
+    def create(writer):
+        real(writer)
+        twice.append(writer)
+        real(writer)
+
+    monkeypatch.setattr(DataFrameWriterV2, "create", create)
+    first_two_batches(spark, s, model, NO_LATE_MATCH)
+    run_stream(s.stream, s.stream_plans[model])
+    monkeypatch.undo()
+    assert len(twice) >= 5  # sink, quarantine, two state tables, progress
+    assert_equals_the_batch_plan(spark, s, model)
+
+    sink = s.stream_plans[model].sink.table
+    with pytest.raises(AnalysisException, match="TABLE_OR_VIEW_ALREADY_EXISTS"):
+        retried_create.create(spark, spark.range(1).writeTo(sink).using("delta"), sink, "tagged", "sink")

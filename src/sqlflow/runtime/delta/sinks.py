@@ -32,7 +32,14 @@ from sqlflow.errors import SqlflowError
 from sqlflow.identifiers import quote as quote_ident
 from sqlflow.planning.plan import Sink
 from sqlflow.runtime import ownership, plain_tables
-from sqlflow.runtime.delta import deltalog, interrupted_create, local_append, once, partition_path
+from sqlflow.runtime.delta import (
+    deltalog,
+    interrupted_create,
+    local_append,
+    once,
+    partition_path,
+    retried_create,
+)
 from sqlflow.runtime.delta.deltalog import TableInfo, quote
 from sqlflow.runtime.env_errors import environment_problem
 
@@ -194,9 +201,10 @@ def _dispatch(sink: Sink, rows: DataFrame, new: bool, replace_where: str | None,
     if sink.write == "replace":
         _create(rows, sink).createOrReplace()
     elif sink.write == "overwrite_partitions":
-        if new:
-            _create(rows, sink).create()
-        elif replace_where:
+        # a create that found its own table (`retried_create`: it ran twice) overwrites again
+        if new and retried_create.create(rows.sparkSession, _create(rows, sink), table, sink.owner, sink.role):
+            return
+        if replace_where:
             rows.writeTo(table).overwrite(F.expr(replace_where))
         else:
             rows.writeTo(table).overwritePartitions()
@@ -204,7 +212,7 @@ def _dispatch(sink: Sink, rows: DataFrame, new: bool, replace_where: str | None,
         if batch is None:
             raise ValueError("an append_once write needs its BatchId")
         if new:
-            _create(rows.limit(0), sink).create()
+            retried_create.create(rows.sparkSession, _create(rows.limit(0), sink), table, sink.owner, sink.role)
         rows.writeTo(table).options(**once.options(batch)).append()
     else:
         raise ValueError(f"unknown sink write `{sink.write}`")

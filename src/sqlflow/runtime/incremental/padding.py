@@ -52,7 +52,7 @@ from pyspark.sql.types import BooleanType, LongType, StringType, StructField, St
 from sqlflow.identifiers import quote as quote_ident
 from sqlflow.planning.plan import SourceBinding, StreamPlan
 from sqlflow.runtime import literal_rows, ownership
-from sqlflow.runtime.delta import interrupted_create, once
+from sqlflow.runtime.delta import interrupted_create, once, retried_create
 from sqlflow.runtime.incremental import state, views
 
 CLOSE_STEP = once.CLOSE_STEP  # write batch id of a flush/idle step: batch * CLOSE_STEP + seq
@@ -197,7 +197,9 @@ def _append(spark: SparkSession, table: str, rows: list[tuple], owner: str, exis
     for key, value in ownership.properties(owner, "state").items():
         writer = writer.tableProperty(key, value)
     interrupted_create.clear(spark, table, owner, "state")  # a create a kill cut short
-    writer.create()
+    if not retried_create.create(spark, writer, table, owner, "state"):
+        # this create ran twice (a Connect retry): append; a step recorded twice changes nothing
+        literal_rows.frame(spark, rows, PROGRESS_SCHEMA).writeTo(table).append()
 
 
 def advance(prev: Progress, plan_sides: list[Side], streams: Iterable[SourceBinding],

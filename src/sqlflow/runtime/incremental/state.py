@@ -23,7 +23,7 @@ from pyspark.sql.types import StructType
 
 from sqlflow.identifiers import quote as quote_ident
 from sqlflow.runtime import ownership
-from sqlflow.runtime.delta import deltalog, interrupted_create, local_append, once
+from sqlflow.runtime.delta import deltalog, interrupted_create, local_append, once, retried_create
 from sqlflow.runtime.delta.sinks import BatchId, quote
 
 BATCH_COLUMN = "__sqlflow_batch"
@@ -64,7 +64,7 @@ def append(spark: SparkSession, table: str, rows: DataFrame, batch: BatchId,
         for key, value in ownership.properties(owner, "state").items() if owner else ():
             writer = writer.tableProperty(key, value)
         interrupted_create.clear(spark, table, owner, "state")  # a create a kill cut short
-        writer.create()
+        retried_create.create(spark, writer, table, owner, "state")  # empty: found is as good
     if location is None:
         location = deltalog.describe(spark, table).location
         assert location is not None  # a Delta table has a folder
