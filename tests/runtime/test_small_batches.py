@@ -482,7 +482,7 @@ def test_a_small_batch_joins_in_one_job_by_hashing_its_new_rows_without_a_shuffl
 def test_a_running_query_looks_its_held_rows_up_by_key_and_equals_the_batch_plan(spark, setup, monkeypatch, seed):
     """On the embedded `local` target a running query holds each input's batches on the
     driver and hands the join only the held rows whose keys a new row of the other input has
-    (`runtime.incremental.keyed`). The edge cases and random rows (NULL keys, repeated keys,
+    (`runtime.incremental.keyed`, `key_index`). The edge cases and random rows (NULL keys, repeated keys,
     rows at the interval's bounds, late and malformed rows) in random chunks and order, a
     commit per chunk, into one running query: held rows were looked up, fewer handed over than
     held, and sink and quarantine equal the batch plan's, row for row."""
@@ -490,7 +490,7 @@ def test_a_running_query_looks_its_held_rows_up_by_key_and_equals_the_batch_plan
 
     from runtime.adkit import edge_cases, random_rows
     from sqlflow.runtime.dispatch import start_stream
-    from sqlflow.runtime.incremental import keyed
+    from sqlflow.runtime.incremental import key_index
 
     s, rnd = setup, random.Random(seed)
     plan = s.stream_plans["attributed"]
@@ -505,14 +505,14 @@ def test_a_running_query_looks_its_held_rows_up_by_key_and_equals_the_batch_plan
             rows = rows[n:]
     rnd.shuffle(todo)
     looked: list[tuple[int, int]] = []  # (held rows, rows handed to the join) per lookup
-    matching = keyed.matching
+    matching = key_index.Store.matching
 
-    def counted(tables, keys):
-        found = matching(tables, keys)
-        looked.append((sum(t.num_rows for t in tables), 0 if found is None else found.num_rows))
+    def counted(store, keys):
+        found = matching(store, keys)
+        looked.append((sum(r.rows for r in store), 0 if found is None else found.num_rows))
         return found
 
-    monkeypatch.setattr(keyed, "matching", counted)
+    monkeypatch.setattr(key_index.Store, "matching", counted)
     query, fn = start_stream(s.stream, plan, trigger="0.5 seconds")
     try:
         while todo:

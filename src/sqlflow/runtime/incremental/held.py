@@ -58,10 +58,10 @@ A query's first micro-batch, whose new rows of an input are its table as of a ve
 the frame that batch built, so the second batch builds no snapshot of the version the first
 one read.
 
-A run may hold its batches on the driver instead (`start(keyed=True)`, the embedded `local`
-target: `sqlflow.runtime.incremental.keyed`): each batch's clean rows as an Arrow table
-(`Rows`), none of the Spark caches above, and a micro-batch reads of them only what its
-`probe` looks up by key. Such a run is dropped by a batch whose rows are not on the driver
+A run may hold its batches on the driver instead (`start(keyed=<its key columns>)`, the
+embedded `local` target: `sqlflow.runtime.incremental.keyed`): each batch's clean rows as an
+Arrow table (`key_index.Rows`) in a store that indexes their keys (`key_index.Store`), none of
+the Spark caches above, and a micro-batch reads of them only what its `probe` looks up by key. Such a run is dropped by a batch whose rows are not on the driver
 (`extend` without `table`), and by a micro-batch with no probe while it holds batches.
 
 The table as of `base` is read only when a micro-batch needs it (`parts(base=True)`): once a
@@ -71,12 +71,14 @@ running query's new rows are past every row of that version, the caller leaves i
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
 from pyspark.sql import DataFrame
+
+from sqlflow.runtime.incremental.key_index import Rows, Store
 
 MAX_ROWS = 2_000_000  # new rows held per input that `evict` does not bound; more starts a new run
 MAX_BATCHES = 16  # held pieces of one tier merged into one partition of the next (`_merge`)
@@ -109,16 +111,6 @@ class Piece:
         _release(self.merged)
 
 
-@dataclass(eq=False)  # (a run finds its batches by identity, never by their rows)
-class Rows:
-    """One held batch of a run looked up by key (`sqlflow.runtime.incremental.keyed`): its
-    clean rows on the driver, their count and the range of their prune columns, where known."""
-
-    table: pa.Table
-    rows: int
-    extent: Extent | None = None
-
-
 @dataclass
 class Run:
     base: int             # the input table's version the run starts on
@@ -130,7 +122,7 @@ class Run:
     evicted: dict[str, int] = field(default_factory=dict)  # column -> rows below it were let go
     window: Any = None  # the base's rows later batches can match, cached (`window.Window`)
     served: bool = False  # a micro-batch asked for the run since its last merge (`parts`)
-    tables: list[Rows] | None = None  # a run looked up by key: its batches, held here (`keyed`)
+    tables: Store | None = None  # a run looked up by key: its batches, held here (`key_index`)
     _table: DataFrame | None = None
     _together: tuple[DataFrame, list[Piece]] | None = None  # a union of pieces (`_coalesced`)
 
@@ -151,12 +143,12 @@ class Held:
     def parts(self, relation: str, version: int, batch_id: int, *,
               base: Callable[[Run], list[DataFrame]] = lambda run: [run.table()],
               lows: dict[str, int] | None = None,
-              probe: Callable[[list[pa.Table]], DataFrame | None] | None = None) -> list[DataFrame] | None:
+              probe: Callable[[Store], DataFrame | None] | None = None) -> list[DataFrame] | None:
         """The clean rows of `relation` as of `version`, held for micro-batch `batch_id`, as
         the frames whose union they are: what `base(run)` gives of the table as of the run's
         base version (by default the table; the caller may leave it out, or give the rows of
         it the batch can match) and the held batches (of a run looked up by key, what
-        `probe(tables)` gives of them: the rows the batch can match). None when no run reaches
+        `probe(store)` gives of them: the rows the batch can match). None when no run reaches
         exactly there (the caller `start`s one), when the batch may need rows the run let go
         (`lows`, the lowest value per column the batch keeps, None: it keeps every row, below a
         column's eviction floor, `evict`), or when a run looked up by key holds batches and
@@ -167,19 +159,20 @@ class Held:
                 run.served = True
                 return base(run) + _read(run)
             if probe is not None or not run.tables:
-                found = probe([r.table for r in run.tables]) if probe is not None else None
+                found = probe(run.tables) if probe is not None else None
                 return base(run) + ([found] if found is not None else [])
         self.drop(relation)
         return None
 
     def start(self, relation: str, version: int, read: Callable[[], DataFrame], batch_id: int,
-              *, keyed: bool = False) -> None:
+              *, keyed: Sequence[str] = ()) -> None:
         """A run from `read()`, the clean rows of `relation` as of `version` (called when a
         micro-batch first needs them), for micro-batch `batch_id` on; `keyed`: its batches
-        held on the driver and looked up by key (`keyed`, `extend(table=...)`)."""
+        held on the driver and looked up by these key columns (`key_index`,
+        `extend(table=...)`)."""
         self.drop(relation)
-        keyed = keyed and self.on_driver
-        self.runs[relation] = Run(version, read, version, batch_id - 1, tables=[] if keyed else None)
+        store = Store(keyed) if keyed and self.on_driver else None
+        self.runs[relation] = Run(version, read, version, batch_id - 1, tables=store)
 
     def extend(self, relation: str, batch_id: int, start: int | None, end: int | None,
                cached: DataFrame, clean: DataFrame, rows: int, extent: Extent | None = None,
@@ -208,8 +201,8 @@ class Held:
         if run.tables is not None:
             assert table is not None  # (dropped above)
             run.rows, run.end, run.batch = run.rows + rows, end, batch_id
-            run.tables.append(Rows(table, rows, extent))
-            if sum(r.table.nbytes for r in run.tables) > MAX_BYTES:
+            run.tables.add(Rows(table, rows, extent))
+            if run.tables.nbytes > MAX_BYTES:
                 self.on_driver = False
                 self.drop(relation)
             return False
@@ -241,7 +234,7 @@ class Held:
             p.release()  # and the pieces merged into it, their rows gone with it
         run.pieces = [p for p in run.pieces if p not in gone]
         if run.tables is not None:
-            run.tables = [r for r in run.tables if r not in dropped]
+            run.tables.remove(dropped)
         let_go = sum(p.rows for p in gone) + sum(r.rows for r in dropped)
         run.rows -= let_go
         for column, low in floors.items():

@@ -82,6 +82,7 @@ from sqlflow.runtime.incremental import (
     views,
     window,
 )
+from sqlflow.runtime.incremental.key_index import Store
 from sqlflow.runtime.ownership import quarantine_sink
 from sqlflow.runtime.small_plan import INTERPRETED_ROWS, small_plan
 
@@ -369,7 +370,7 @@ class MicroBatch(BatchFunction):
 
     def _older(self, spark: SparkSession, b: SourceBinding, source: older.Source, batch_id: int,
                keep: list[tuple[str, int, int]] | None,
-               probe: Callable[[list[pa.Table]], tuple[DataFrame | None, int]] | None = None
+               probe: Callable[[Store], tuple[DataFrame | None, int]] | None = None
                ) -> tuple[DataFrame, int | None]:
         """`b`'s older rows (`older.Source`): its clean rows in the table as of the source's
         version plus the copies of later batches, pruned to `keep` (`_keep`); and how many
@@ -392,9 +393,9 @@ class MicroBatch(BatchFunction):
         lows = None if keep is None else {c.lower(): low for c, low in window.floors(keep, {}).items()}
         handed: list[int] = []  # the held rows a lookup by key handed the join
 
-        def probe_rows(tables: list[pa.Table]) -> DataFrame | None:
+        def probe_rows(store: Store) -> DataFrame | None:
             assert probe is not None  # (passed only with one)
-            frame, rows = probe(tables)
+            frame, rows = probe(store)
             handed.append(rows)
             return frame
 
@@ -406,7 +407,7 @@ class MicroBatch(BatchFunction):
             def read() -> DataFrame:
                 return Q.clean(older.table_at(spark, b.relation, version, schema), b, model=self.plan.model)
 
-            self.held.start(b.relation, version, read, batch_id, keyed=b.relation in self._keyed(spark))
+            self.held.start(b.relation, version, read, batch_id, keyed=self._key_columns(spark, b))
             parts = self.held.parts(b.relation, version, batch_id, base=base, probe=probing)
             assert parts is not None  # the run just started reaches the version
         parts = [p.where(where) if where is not None else p for p in parts]
@@ -548,8 +549,12 @@ class MicroBatch(BatchFunction):
                         self._lookups[b.relation] = pairs
         return self._lookups
 
+    def _key_columns(self, spark: SparkSession, b: SourceBinding) -> tuple[str, ...]:
+        """`b`'s columns its held rows are looked up by (`_keyed`; none: held in Spark)."""
+        return tuple(mine for mine, _ in self._keyed(spark).get(b.relation, ()))
+
     def _probe(self, spark: SparkSession, b: SourceBinding, arrows: dict[str, pa.Table],
-               schema: StructType) -> Callable[[list[pa.Table]], tuple[DataFrame | None, int]] | None:
+               schema: StructType) -> Callable[[Store], tuple[DataFrame | None, int]] | None:
         """For `b`'s run held on the driver, the lookup of its held batches' rows that this
         batch's new rows of the other input can match (`keyed.matching`), as a frame of
         `schema` (None: no row) and their count; None when the batch took no rows to the
@@ -560,8 +565,8 @@ class MicroBatch(BatchFunction):
             return None
         keys = keyed.keys_of(arrows[other], pairs)
 
-        def lookup(tables: list[pa.Table]) -> tuple[DataFrame | None, int]:
-            found = keyed.matching(tables, keys)
+        def lookup(store: Store) -> tuple[DataFrame | None, int]:
+            found = store.matching(keys)
             if found is None or not found.num_rows:
                 return None, 0
             return spark.createDataFrame(found, schema=schema), found.num_rows
@@ -578,7 +583,7 @@ class MicroBatch(BatchFunction):
         whole, version = older.new_rows(self.checkpoint, batch_id, k)
         if whole and version is not None:
             self.held.start(b.relation, version, lambda: clean, batch_id + 1,
-                            keyed=b.relation in (self._lookups or {}))
+                            keyed=tuple(mine for mine, _ in (self._lookups or {}).get(b.relation, ())))
 
     def _piece_extent(self, b: SourceBinding, stats: Stats) -> held.Extent | None:
         """The range of `b`'s prune columns over its clean new rows of the batch, from the
