@@ -61,8 +61,9 @@ one read.
 A run may hold its batches on the driver instead (`start(keyed=<its key columns>)`, the
 embedded `local` target: `sqlflow.runtime.incremental.keyed`): each batch's clean rows as an
 Arrow table (`key_index.Rows`) in a store that indexes their keys (`key_index.Store`), none of
-the Spark caches above, and a micro-batch reads of them only what its `probe` looks up by key. Such a run is dropped by a batch whose rows are not on the driver
-(`extend` without `table`), and by a micro-batch with no probe while it holds batches.
+the Spark caches above, and a micro-batch reads of them only what its `probe` looks up by
+key. Such a run is dropped by a batch whose rows are not on the driver (`extend` without
+`table`), and by a micro-batch with no probe while it holds batches.
 
 The table as of `base` is read only when a micro-batch needs it (`parts(base=True)`): once a
 running query's new rows are past every row of that version, the caller leaves it out

@@ -2,10 +2,10 @@
 proportion to the keys it asks for, not to the rows held (docs/design.md §2.9, "Held rows
 looked up by key").
 
-`keyed.matching` probed every held row against the new keys: about 0.1 µs a row, 0.3 s a
-micro-batch at 3.3 million held impressions, and a 20-minute interval at 10,000 impressions a
-second holds 12 million (`bench/latency.py`, 2026-12-03: the lookup phase grew from 0.11 s to
-0.38 s over a 330-s run). `Store` keeps, beside the tables, each held row's 64-bit hash of its
+`keyed.matching` alone probed every held row against the new keys: 0.03-0.1 µs a row, 0.27 s
+at 12 million held rows, what a 20-minute interval at 10,000 impressions a second holds
+(`bench/key_index.py`; over a 330-s run of `bench/latency.py` the lookup's phase grew from 0.10
+s to 0.23 s a micro-batch, 2026-12-03). `Store` keeps, beside the tables, each held row's 64-bit hash of its
 key columns and its place (batch serial, row), sorted by hash in segments: a new batch adds a
 segment, and the two newest merge while the newer is at least half the older's size and the
 merge stays under `MAX_SEGMENT` entries (a merge sorts, so a bigger one would stall a
@@ -138,8 +138,8 @@ class Store:
 
     def _merged(self, *segments: Segment) -> Segment:
         """One segment of `segments`' live entries, sorted by hash."""
-        hashes = np.concatenate([s.hashes for s in segments])
-        places = np.concatenate([s.places for s in segments])
+        hashes = np.concatenate([s.hashes for s in segments]) if len(segments) > 1 else segments[0].hashes
+        places = np.concatenate([s.places for s in segments]) if len(segments) > 1 else segments[0].places
         first, last = min(s.first for s in segments), max(s.last for s in segments)
         serials = [s for s in range(first, last + 1) if s in self.batches]
         if len(serials) < last - first + 1:  # some batches evicted: their entries go
