@@ -124,14 +124,13 @@ class Store:
             return first.slice(0, 0)
         wanted = np.unique(hash_keys(keys.select(list(self.columns)), self.columns)[0])
         places = [_find(seg.hashes, seg.places, wanted) for seg in self._segments]
-        found = np.concatenate(places) if places else np.empty(0, np.int64)
-        serials = found >> _ROW_BITS
-        rows = found & ((1 << _ROW_BITS) - 1)
+        # sorted by place: each batch's rows in one run, in row order
+        found = np.sort(np.concatenate(places)) if places else np.empty(0, np.int64)
         taken = []
-        for serial in np.unique(serials):
-            batch = self.batches.get(int(serial))
+        for part in np.split(found, np.flatnonzero(np.diff(found >> _ROW_BITS)) + 1) if len(found) else ():
+            batch = self.batches.get(int(part[0] >> _ROW_BITS))
             if batch is not None:
-                taken.append(batch.table.take(pa.array(np.sort(rows[serials == serial]))))
+                taken.append(batch.table.take(pa.array(part & ((1 << _ROW_BITS) - 1))))
         if not taken:
             return first.slice(0, 0)
         return keyed.matching(taken, keys)

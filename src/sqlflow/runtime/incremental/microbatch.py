@@ -407,7 +407,7 @@ class MicroBatch(BatchFunction):
             def read() -> DataFrame:
                 return Q.clean(older.table_at(spark, b.relation, version, schema), b, model=self.plan.model)
 
-            self.held.start(b.relation, version, read, batch_id, keyed=self._key_columns(spark, b))
+            self.held.start(b.relation, version, read, batch_id, keyed=self._key_columns(b))
             parts = self.held.parts(b.relation, version, batch_id, base=base, probe=probing)
             assert parts is not None  # the run just started reaches the version
         parts = [p.where(where) if where is not None else p for p in parts]
@@ -549,14 +549,15 @@ class MicroBatch(BatchFunction):
                         self._lookups[b.relation] = pairs
         return self._lookups
 
-    def _key_columns(self, spark: SparkSession, b: SourceBinding) -> tuple[str, ...]:
-        """`b`'s columns its held rows are looked up by (`_keyed`; none: held in Spark)."""
-        return tuple(mine for mine, _ in self._keyed(spark).get(b.relation, ()))
+    def _key_columns(self, b: SourceBinding) -> tuple[str, ...]:
+        """`b`'s columns its held rows are looked up by (`_keyed`, decided at the query's first
+        micro-batch before anything is held; none: held in Spark)."""
+        return tuple(mine for mine, _ in (self._lookups or {}).get(b.relation, ()))
 
     def _probe(self, spark: SparkSession, b: SourceBinding, arrows: dict[str, pa.Table],
                schema: StructType) -> Callable[[Store], tuple[DataFrame | None, int]] | None:
         """For `b`'s run held on the driver, the lookup of its held batches' rows that this
-        batch's new rows of the other input can match (`keyed.matching`), as a frame of
+        batch's new rows of the other input can match (`key_index.Store.matching`), as a frame of
         `schema` (None: no row) and their count; None when the batch took no rows to the
         driver (`arrows`)."""
         pairs = self._keyed(spark).get(b.relation)
@@ -583,7 +584,7 @@ class MicroBatch(BatchFunction):
         whole, version = older.new_rows(self.checkpoint, batch_id, k)
         if whole and version is not None:
             self.held.start(b.relation, version, lambda: clean, batch_id + 1,
-                            keyed=tuple(mine for mine, _ in (self._lookups or {}).get(b.relation, ())))
+                            keyed=self._key_columns(b))
 
     def _piece_extent(self, b: SourceBinding, stats: Stats) -> held.Extent | None:
         """The range of `b`'s prune columns over its clean new rows of the batch, from the
