@@ -88,7 +88,7 @@ def test_a_table_with_writer_features_is_left_to_spark(spark):
     spark.sql(f"ALTER TABLE {LOG} SET TBLPROPERTIES ('delta.enableDeletionVectors' = 'true')")
     location = deltalog.describe(spark, LOG).location
     row = C.Entry("dw.a", "dt=1", "commit", "manual").as_row(datetime(2026, 11, 1))
-    assert local_append.append(spark, location, [row], C.SCHEMA) is False
+    assert local_append.append(spark, location, [row], C.SCHEMA) is None
     assert C.append(spark, [C.Entry("dw.a", "dt=1", "commit", "manual")], table=LOG) == 1
     assert engines(spark)[-1] == "Apache-Spark"
     assert spark.table(LOG).count() == 1

@@ -93,6 +93,17 @@ BEFORE = {"tableSizeBytes": 100, "numFiles": 1, "numMetadata": 1, "numProtocol":
 ADD = {"add": {"path": "p", "size": 50, "dataChange": True, "partitionValues": {}}}
 
 
+OPTIMIZE = {"commitInfo": {"operation": "OPTIMIZE"}}
+REMOVED = {"remove": {"path": "p0", "size": 100, "dataChange": False}}
+MERGED = {"add": {"path": "m", "size": 80, "dataChange": False, "partitionValues": {}}}
+
+
+def test_a_compaction_after_a_checksum_gets_one(tmp_path):
+    log = _table(tmp_path, BEFORE, [OPTIMIZE, REMOVED, MERGED])
+    assert version_checksum.write(str(tmp_path), 1) is True
+    assert _crc(log, 1) == {**BEFORE, "tableSizeBytes": 80, "numFiles": 1}
+
+
 def test_a_plain_append_after_a_checksum_gets_one(tmp_path):
     log = _table(tmp_path, BEFORE, [{"commitInfo": {"operation": "WRITE"}}, ADD])
     assert version_checksum.write(str(tmp_path), 1) is True
@@ -110,6 +121,11 @@ def test_a_plain_append_after_a_checksum_gets_one(tmp_path):
     (BEFORE, [{"add": {**ADD["add"], "deletionVector": {"cardinality": 1}}}]),
     (BEFORE, [ADD, {"metaData": {"id": "n"}}]),
     (BEFORE, [ADD, ["not", "an", "action"]]),
+    # a compaction: only `remove`s with their size and `add`s that change no data
+    (BEFORE, [OPTIMIZE, {"remove": {"path": "q", "dataChange": False}}, MERGED]),
+    (BEFORE, [OPTIMIZE, {"remove": {**REMOVED["remove"], "dataChange": True}}, MERGED]),
+    (BEFORE, [OPTIMIZE, REMOVED, ADD]),
+    (BEFORE, [OPTIMIZE, REMOVED, REMOVED, MERGED]),  # removes more than the table holds
 ])
 def test_what_it_cannot_derive_for_sure_is_not_written(tmp_path, before, commit):
     log = _table(tmp_path, before, commit)
@@ -140,3 +156,47 @@ def test_a_partitioned_sink_append_gets_the_checksum_delta_computes(spark, tmp_p
     first = spark.read.format("delta").option("versionAsOf", 0).load(str(path)).collect()
     got = sorted(tuple(r) for r in spark.read.format("delta").load(str(path)).select("n", "dt", "v").collect())
     assert got == sorted([tuple(r) for r in first] + 2 * [tuple(r) for r in rows.collect()])
+
+
+@pytest.mark.spark
+def test_the_log_s_small_files_are_merged_with_every_row_kept_and_the_checksum_delta_computes(
+        spark, monkeypatch, tmp_path):
+    """The commit log's small files are merged every `small_files.EVERY` versions
+    (`runtime.delta.small_files`): each compaction commit gets the checksum Delta computes,
+    a Spark append between them is kept, every row is read exactly once by Spark and by the
+    log's own files, and a journaled batch replayed after a compaction appends nothing."""
+    from sqlflow.runtime.delta import commitlog_files, once, small_files
+    from sqlflow.runtime.delta.sinks import BatchId
+
+    monkeypatch.setattr(small_files, "EVERY", 4)
+    spark.sql("DROP DATABASE IF EXISTS rt_version_checksum CASCADE")
+    C.ensure(spark, LOG)
+    entries = [C.Entry(f"dw.t{i % 3}", f"dt={i}", "commit", "stream", committed_at=datetime(2026, 11, 1, 0, i))
+               for i in range(14)]
+    journal = once.Journal.open(tmp_path, 0)
+    for i, entry in enumerate(entries):
+        if i == 6:  # a Spark append between two of ours
+            spark.createDataFrame([entry.as_row(datetime(2026, 11, 1))], C.SCHEMA).writeTo(LOG).append()
+            continue
+        assert C.append(spark, [entry], table=LOG, batch=BatchId("m@q", i, journal=journal)) == 1
+        assert _delta_agrees(spark, _folder(spark)), f"after entry {i}"
+    table_dir = _folder(spark)
+    log = table_dir / "_delta_log"
+    ops = [a["commitInfo"].get("operation") for _, a in deltalog.commit_actions(
+        spark, str(table_dir), list(range(deltalog.latest_version(spark, LOG) + 1))) if "commitInfo" in a]
+    assert ops.count("OPTIMIZE") >= 2, ops
+    latest = deltalog.latest_version(spark, LOG)
+    for version in range(1, latest + 1):  # every version has its checksum, compactions' too
+        crc = _crc(log, version)
+        size, files, _, _ = _truth(table_dir, version, crc["fileSizeHistogram"]["sortedBinBoundaries"])
+        assert (crc["tableSizeBytes"], crc["numFiles"]) == (size, files), version
+    assert len(logfiles.live_adds(table_dir)) < len(entries) // 2  # merged, not one file a row
+    want = sorted((e.table, e.partition) for e in entries)
+    assert sorted((r["table"], r["partition"]) for r in spark.table(LOG).collect()) == want
+    assert sorted((r["table"], r["partition"]) for r in logfiles.read_rows(table_dir)) == want
+    assert commitlog_files.ready_partitions(logfiles.read_rows(table_dir), ["dw.t0"]) == \
+        C.ready_partitions_read(spark, ["dw.t0"], table=LOG)
+    # the last batch retried after a compaction: found by its marker, not appended again
+    assert C.append(spark, [entries[-1]], table=LOG, batch=BatchId("m@q", 13, journal=journal)) == 0
+    assert spark.table(LOG).count() == len(entries)
+    spark.sql("DROP DATABASE IF EXISTS rt_version_checksum CASCADE")

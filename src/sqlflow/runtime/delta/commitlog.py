@@ -43,6 +43,7 @@ from sqlflow.runtime.delta import (
     local_append,
     once,
     partition_path,
+    small_files,
 )
 from sqlflow.runtime.delta.sinks import BatchId, WriteResult
 
@@ -174,7 +175,9 @@ def append(spark: SparkSession, entries: Iterable[Entry], *, batch: BatchId | No
     # job), unless Delta's `txn` must decide a replay (a batch older than the query's journal)
     if batch is None or batch.journal is not None:
         mark = once.marker(batch.app_id, batch.batch_id) if batch is not None else None
-        if local_append.append(spark, location, rows, SCHEMA, user_metadata=mark):
+        done = local_append.append(spark, location, rows, SCHEMA, user_metadata=mark)
+        if done is not None:
+            small_files.appended(*done)  # each append is a small file: merged every so often
             return len(rows)
     # one file per append: a few rows spread over `spark.default.parallelism` tasks made as
     # many tiny files, which every reader of the log (readiness, status) then opens; the rows

@@ -63,15 +63,16 @@ _PLAIN_VALUE = r"^[A-Za-z0-9_.\-]{1,200}$"
 
 
 def append(spark: SparkSession, location: str | None, rows: Sequence[tuple], schema: StructType,
-           *, user_metadata: str | None = None) -> bool:
+           *, user_metadata: str | None = None) -> tuple[str, int] | None:
     """Append `rows` (tuples in `schema`'s column order) to the Delta table at `location` as
-    one commit; False, having written nothing, when this process cannot write it as Spark
-    would (see the module docstring)."""
+    one commit; the table's local folder and the commit's version, or None, having written
+    nothing, when this process cannot write it as Spark would (see the module docstring)."""
     found = _table(spark, location) if _plain_types(schema) else None
     if found is None:
-        return False
-    _commit(*found, _arrow(rows, schema), user_metadata)
-    return True
+        return None
+    folder, table = found
+    _commit(folder, table, _arrow(rows, schema), user_metadata)
+    return folder, table.version()
 
 
 def append_frame(spark: SparkSession, location: str | None, rows: DataFrame,

@@ -15,10 +15,14 @@ After such an append, `write` derives the new version's checksum from the versio
 the way Delta derives one incrementally (`Checksum.computeNewChecksum`): size and file count
 grow by the commit's `add` actions, each file counted in its histogram bin; protocol, metadata,
 transactions and domain metadata stay as they were; the list of files and the last manifest
-commit are left out (Delta's incremental checksum leaves them out too unless configured).
+commit are left out (Delta's incremental checksum leaves them out too unless configured). A
+compaction of small files (`small_files`, a delta-rs `OPTIMIZE` commit: `remove` and `add`
+actions that change no data, each with its size) is derived the same way, its removed files
+taken out of size, count and histogram.
 It writes nothing when it cannot be sure of the result: the version before has no checksum
 (or one in a shape it does not know), the commit holds anything but `add` actions of new data
-files and `commitInfo`, a file carries a deletion vector, or the table records deletion-vector counts or
+files (or a compaction's actions) and `commitInfo`, a file carries a deletion vector, a removed
+file's size is missing or not in the histogram, or the table records deletion-vector counts or
 in-commit timestamps. The file is written under a temporary name and linked into place only if
 it is not there, so a reader never sees half of one. A checksum that is not written costs
 the next reader that Spark job, nothing else.
@@ -97,22 +101,28 @@ def derive(before: Any, actions: list[dict[str, Any]]) -> dict[str, Any] | None:
     histogram = _copy_histogram(before[histogram_key]) if histogram_key else None
     if histogram_key and histogram is None:
         return None
-    txn = None
+    infos = [a["commitInfo"] for a in actions if isinstance(a, dict) and set(a) == {"commitInfo"}]
+    txn = infos[-1].get("txnId") if infos and isinstance(infos[-1], dict) else None
+    # a compaction (`small_files`) rewrites files: its adds and removes change no data
+    rewrite = any(isinstance(i, dict) and i.get("operation") == "OPTIMIZE" for i in infos)
     for action in actions:
         if not isinstance(action, dict):
             return None
         if set(action) == {"commitInfo"}:
-            info = action["commitInfo"]
-            txn = info.get("txnId") if isinstance(info, dict) else None
             continue
-        add = action.get("add") if set(action) == {"add"} else None
-        if not isinstance(add, dict) or add.get("deletionVector") is not None \
-                or add.get("dataChange") is not True or not isinstance(add.get("size"), int):
-            return None  # anything but a new data file (a re-added one adds no bytes)
-        size += add["size"]
-        files += 1
-        if histogram is not None:
-            _insert(histogram, add["size"])
+        kind = next(iter(action)) if len(action) == 1 else None
+        file = action.get(kind) if kind in ("add", "remove") else None
+        if not isinstance(file, dict) or file.get("deletionVector") is not None \
+                or file.get("dataChange") is not (kind == "add" and not rewrite) \
+                or not isinstance(file.get("size"), int) or (kind == "remove" and not rewrite):
+            return None  # anything but a new data file, or a compaction's rewrite of files
+        sign = 1 if kind == "add" else -1
+        size += sign * file["size"]
+        files += sign
+        if histogram is not None and not _insert(histogram, file["size"], sign):
+            return None
+    if size < 0 or files < 0:
+        return None
     after.update(tableSizeBytes=size, numFiles=files)
     if isinstance(txn, str):
         after["txnId"] = txn
@@ -135,13 +145,16 @@ def _copy_histogram(found: Any) -> dict[str, list[int]] | None:
     return copy if len({len(v) for v in copy.values()}) == 1 else None
 
 
-def _insert(histogram: dict[str, list[int]], size: int) -> None:
-    """Count a file of `size` bytes in the bin whose lower boundary is the highest one at or
-    below it (none below the lowest boundary), as Delta's histogram does."""
+def _insert(histogram: dict[str, list[int]], size: int, sign: int = 1) -> bool:
+    """Count a file of `size` bytes (`sign` -1: a removed one) in the bin whose lower boundary
+    is the highest one at or below it (none below the lowest boundary), as Delta's histogram
+    does; False when a removed file's bin did not hold it (the histogram was not the table's)."""
     index = bisect.bisect_right(histogram["sortedBinBoundaries"], size) - 1
     if index >= 0:
-        histogram["fileCounts"][index] += 1
-        histogram["totalBytes"][index] += size
+        histogram["fileCounts"][index] += sign
+        histogram["totalBytes"][index] += sign * size
+        return histogram["fileCounts"][index] >= 0 and histogram["totalBytes"][index] >= 0
+    return True
 
 
 def _publish(log: str, target: str, text: str) -> bool:
