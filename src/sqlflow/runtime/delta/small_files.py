@@ -14,9 +14,10 @@ actions say `dataChange: false`): every reader sees the same rows before and aft
 Delta stream source skips it. It only ever removes files it read, and delta-rs checks its
 commit against the commits since (an append by another thread, process or Spark adds files
 and does not conflict; a compaction that lost a race with another one fails, and nothing is
-lost: the next one merges those files). Files larger than `TARGET` are left alone, so a
-compaction rewrites at most `TARGET` bytes however long the log is. Its checksum file is
-derived like an append's (`version_checksum`).
+lost: the next one merges those files). delta-rs merges only files below `TARGET`, into bins
+of up to `TARGET` bytes, so a merged file stops growing there and is left alone after: a
+compaction rewrites the recent files, not the whole log. Its checksum file is derived like an
+append's (`version_checksum`).
 
 A failed compaction leaves the log as it was and is not the append's failure: the row is
 already committed. The next due compaction tries again.
