@@ -41,9 +41,8 @@ def make_log(folder: Path) -> str:
 
 
 def append(folder: str, i: int) -> None:
-    """One commit-log row appended as `local_append.append` appends it (no Spark needed)."""
-    from deltalake import DeltaTable  # noqa: F401 - the first import out of the timing
-
+    """One commit-log row appended as `local_append.append` appends it, without the Spark
+    session it takes only to find the table's folder (here known)."""
     entry = commitlog.Entry(f"dw.t{i % 7}", f"dt=2026-11-01/hour={i % 24}", "write", "stream",
                             "m", "run", i, rows=i)
     table = open_tables.table(folder)
@@ -51,7 +50,7 @@ def append(folder: str, i: int) -> None:
                                                             commitlog.SCHEMA), None)
 
 
-def run(root: Path, appends: int, window: int) -> dict[str, list]:
+def run(root: Path, appends: int) -> dict[str, list]:
     plain, merged = make_log(root / "plain"), make_log(root / "merged")
     out: dict[str, list] = {"plain": [], "merged": [], "compact": []}
     for i in range(appends):
@@ -82,7 +81,7 @@ def main() -> None:
     for r in range(args.rounds):
         root = Path(tempfile.mkdtemp(prefix="sqlflow-small-files-"))
         try:
-            results.append(run(root, args.appends, args.window))
+            results.append(run(root, args.appends))
         finally:
             shutil.rmtree(root, ignore_errors=True)
         print(f"round {r + 1}: live files plain={results[-1]['files'][0]} merged={results[-1]['files'][1]}")

@@ -199,4 +199,5 @@ def test_the_log_s_small_files_are_merged_with_every_row_kept_and_the_checksum_d
     # the last batch retried after a compaction: found by its marker, not appended again
     assert C.append(spark, [entries[-1]], table=LOG, batch=BatchId("m@q", 13, journal=journal)) == 0
     assert spark.table(LOG).count() == len(entries)
+    assert sorted((r["table"], r["partition"]) for r in spark.table(LOG).collect()) == want
     spark.sql("DROP DATABASE IF EXISTS rt_version_checksum CASCADE")

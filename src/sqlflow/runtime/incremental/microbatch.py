@@ -552,7 +552,8 @@ class MicroBatch(BatchFunction):
     def _key_columns(self, b: SourceBinding) -> tuple[str, ...]:
         """`b`'s columns its held rows are looked up by (`_keyed`, decided at the query's first
         micro-batch before anything is held; none: held in Spark)."""
-        return tuple(mine for mine, _ in (self._lookups or {}).get(b.relation, ()))
+        assert self._lookups is not None, "`_keyed` runs first, at the start of every micro-batch"
+        return tuple(mine for mine, _ in self._lookups.get(b.relation, ()))
 
     def _probe(self, spark: SparkSession, b: SourceBinding, arrows: dict[str, pa.Table],
                schema: StructType) -> Callable[[Store], tuple[DataFrame | None, int]] | None:
