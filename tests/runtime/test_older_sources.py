@@ -122,3 +122,18 @@ def test_a_missing_or_broken_record_is_an_error_not_a_wrong_read(tmp_path):
     (tmp_path / older.FOLDER / "0").write_text("{not json")
     with pytest.raises(SqlflowError, match="cannot read"):
         ledger.before(1)
+
+
+def test_a_run_kept_as_the_input_s_files_is_recorded_so_and_read_back_so(tmp_path):
+    """The flag a run's first batch sets (`MicroBatch._by_files`) is written with the record
+    and read back by the batches after it, as it is (a run of the state table has none: a
+    record written before the flag, too)."""
+    ledger = Ledger(tmp_path, ["ods.a", "ods.b"], copy_all=False)
+    write_offsets(tmp_path, 0, (3, 1, False), (4, 0, False))
+    ledger.record(0, {"ods.a": Source(2, -1, files=True), "ods.b": Source(3, -1)})
+    assert json.loads((tmp_path / older.FOLDER / "0").read_text()) == {"ods.a": [2, -1, True], "ods.b": [3, -1]}
+    assert ledger.before(1) == {"ods.a": Source(2, -1, files=True), "ods.b": Source(3, -1, files=False)}
+    write_offsets(tmp_path, 1, (3, 2, False), (4, 1, False))
+    after, copy = ledger.after(1, ledger.before(1))  # batch 1 ends inside both again: inherited
+    assert copy == {"ods.a", "ods.b"}
+    assert after == {"ods.a": Source(2, -1, files=True), "ods.b": Source(3, -1)}

@@ -228,14 +228,19 @@ def test_an_interval_trigger_keeps_running_and_picks_up_new_commits(spark, setup
     assert_same(spark, plan.quarantine, quarantine, drop=("origin",))
 
 
-def test_older_rows_come_from_the_inputs_and_only_a_split_commit_is_copied(spark, setup):
+@pytest.mark.parametrize("named", [True, False], ids=["files named by the log", "state table"])
+def test_older_rows_come_from_the_inputs_and_only_a_split_commit_is_copied(spark, setup, monkeypatch, named):
     """Older rows are read from the input tables at the version a batch starts on; a batch
-    that ends inside a commit (more files than `maxFilesPerTrigger`) copies its rows to the
-    state table, and the batch after it reads that version plus the copies. Whole-commit
-    batches copy nothing; both give the batch plan's output."""
+    that ends inside a commit (more files than `maxFilesPerTrigger`) begins a run whose rows the
+    batch after it reads as that version plus the run's copies: the input's own data files,
+    named by its log in the order the source handed them (`source_files`), or, when the log
+    cannot name them, copies in the state table. Whole-commit batches copy nothing; every way
+    gives the batch plan's output."""
     from sqlflow.runtime import offsets
-    from sqlflow.runtime.incremental import state
+    from sqlflow.runtime.incremental import input_logs, older, state
 
+    if not named:
+        monkeypatch.setattr(input_logs.InputLogs, "run_files", lambda *a, **k: None)
     s = setup
     plan = s.stream_plans["attributed"]
     k = [b.relation for b in plan.sources if b.read == "stream"].index(f"{s.ods}.imps")
@@ -246,8 +251,8 @@ def test_older_rows_come_from_the_inputs_and_only_a_split_commit_is_copied(spark
     assert [b.batch_id for b in run_stream(s.stream, plan).batches] == [0]
     assert not spark.catalog.tableExists(copies)
     # one commit of 3 files per input, read 2 files per micro-batch: batch 1 ends inside both
-    # commits and copies its rows; batch 2's clicks match batch 1's impressions (and the other
-    # way round), which only the copies hold
+    # commits; batch 2's clicks match batch 1's impressions (and the other way round), which
+    # only the run's copies hold
     def three_files(table, rows, schema):
         spark.createDataFrame(rows, schema).repartition(3).write.format("delta") \
             .mode("append").saveAsTable(table)
@@ -257,29 +262,40 @@ def test_older_rows_come_from_the_inputs_and_only_a_split_commit_is_copied(spark
     checkpoint = s.stream.project_dir / plan.sink.checkpoint
     assert [b.batch_id for b in run_stream(s.stream, split).batches] == [1, 2]
     assert offsets.end_of(checkpoint, 1, k) is None and offsets.end_of(checkpoint, 2, k) is not None
-    copied = {r[0] for r in spark.table(copies).select(state.BATCH_COLUMN).distinct().collect()}
-    assert copied == {1}
-    # created by Spark, the copy of a few rows appended from the driver (`local_append`)
-    assert delta_writers(spark, copies) == ["Apache-Spark", "delta-rs"]
+    ledger = older.Ledger(checkpoint, [f"{s.ods}.clicks", f"{s.ods}.imps"], copy_all=False)
+    assert ledger.before(2)[f"{s.ods}.imps"].files is named  # the run batch 1 began, as recorded
+    if named:
+        assert not spark.catalog.tableExists(copies)
+    else:
+        copied = {r[0] for r in spark.table(copies).select(state.BATCH_COLUMN).distinct().collect()}
+        assert copied == {1}
+        # created by Spark, the copy of a few rows appended from the driver (`local_append`)
+        assert delta_writers(spark, copies) == ["Apache-Spark", "delta-rs"]
     # a later whole commit reads the table again, copies nothing
     append(spark, f"{s.ods}.clicks", [click("s3", at(1, 9, 20)), click("lower", at(1, 10, 5))],
            CLICK_SCHEMA)
     assert [b.batch_id for b in run_stream(s.stream, split).batches] == [3]
-    assert {r[0] for r in spark.table(copies).select(state.BATCH_COLUMN).distinct().collect()} == {1}
+    assert spark.catalog.tableExists(copies) is not named
+    if not named:
+        assert {r[0] for r in spark.table(copies).select(state.BATCH_COLUMN).distinct().collect()} == {1}
     sink, quarantine = s.truth("attributed")
     assert_same(spark, plan.sink.table, sink)
     assert_same(spark, plan.quarantine, quarantine, drop=("origin",))
 
 
+@pytest.mark.parametrize("named", [True, False], ids=["files named by the log", "state table"])
 def test_copies_are_read_from_memory_in_the_query_that_made_them_and_from_the_table_after_a_restart(
-        spark, setup, monkeypatch):
+        spark, setup, monkeypatch, named):
     """One commit of 3 files per input read a file per micro-batch: batches 1 and 2 end inside
-    it and copy their rows, each batch after reads the copies before it. In the query that
-    appended them it reads them from memory (`runtime.incremental.copies`: the state table is
-    not read); a query started again after a crash in batch 2 holds nothing of batch 1's copy,
-    so it reads the table. Both give the batch plan's rows."""
-    from sqlflow.runtime.incremental import state
+    it, each batch after reads the run's rows before it. In the query that handled them it reads
+    them from memory (`runtime.incremental.copies`: nothing is read); a query started again after
+    a crash in batch 2 holds nothing of batch 1's rows, so it reads them: the input's own files
+    the log names (`older.files_at`), or the state table's copies where the log cannot name
+    them. Every way gives the batch plan's rows."""
+    from sqlflow.runtime.incremental import input_logs, older, state
 
+    if not named:
+        monkeypatch.setattr(input_logs.InputLogs, "run_files", lambda *a, **k: None)
     s = setup
     plan = s.stream_plans["attributed"]
     imps, clicks = edge_cases()
@@ -291,13 +307,18 @@ def test_copies_are_read_from_memory_in_the_query_that_made_them_and_from_the_ta
                                  CLICK_SCHEMA)):
         spark.createDataFrame(rows, schema).repartition(3).write.format("delta").mode("append").saveAsTable(table)
     split = replace(plan, sources=tuple(replace(b, max_files_per_trigger=1) for b in plan.sources))
-    reads, older = [], state.older
+    reads, from_state, from_files = [], state.older, older.files_at
 
     def counted(spark_, table, schema, batch_id, keep, after=-1, exists=None):
-        reads.append((batch_id, after))
-        return older(spark_, table, schema, batch_id, keep, after=after, exists=exists)
+        reads.append(("state", batch_id))
+        return from_state(spark_, table, schema, batch_id, keep, after=after, exists=exists)
+
+    def files(spark_, relation, version, names, schema):
+        reads.append(("files", len(names)))
+        return from_files(spark_, relation, version, names, schema)
 
     monkeypatch.setattr(state, "older", counted)
+    monkeypatch.setattr(older, "files_at", files)
 
     def crash(batch_id):
         if batch_id == 2:
@@ -305,9 +326,12 @@ def test_copies_are_read_from_memory_in_the_query_that_made_them_and_from_the_ta
 
     with pytest.raises(SqlflowError, match="simulated crash"):
         run_stream(s.stream, split, after_sink=crash)
-    assert reads == []  # batch 2 read batch 1's copies from memory
+    assert reads == []  # batch 2 read batch 1's rows from memory
     assert [(b.batch_id, b.replayed) for b in run_stream(s.stream, split).batches] == [(2, True), (3, False)]
-    assert {b for b, _ in reads} == {2, 3}  # batch 1's copy: in the table only
+    if named:  # batch 1's file, then batches 1 and 2's, per input
+        assert sorted(reads) == [("files", 1), ("files", 1), ("files", 2), ("files", 2)]
+    else:  # batch 1's copy: in the table only
+        assert {kind for kind, _ in reads} == {"state"} and {b for _, b in reads} == {2, 3}
     sink, quarantine = s.truth("attributed")
     assert_same(spark, plan.sink.table, sink)
     assert_same(spark, plan.quarantine, quarantine, drop=("origin",))

@@ -12,8 +12,9 @@ offset is `(reservoirVersion v, index i, isStartingVersion s)`:
 - `(v, -1, true)`: nothing yet (the stream will start with the table's snapshot at `v`);
 - `(v, i >= 0, _)`: part of a version (or of the starting snapshot): the first `i + 1` files
   in the order the source admits them. A micro-batch ends there when one commit has more files
-  than `maxFilesPerTrigger` allows; this module does not reproduce the source's file order, so
-  the runtime keeps a copy of such batches' rows (`sqlflow.runtime.incremental.state`).
+  than `maxFilesPerTrigger` allows; `sqlflow.runtime.delta.source_files` names those files
+  from the table's log, and the runtime keeps such batches' rows as those files, or as a copy
+  (`sqlflow.runtime.incremental.older`).
 
 `Delivered` names the first two cases; `None` is the third (or an offset it cannot read).
 """

@@ -1,5 +1,7 @@
-"""The state-table copies a running `incremental` query appended, held in memory for its next
-micro-batches (docs/design.md §2.9).
+"""The copies of a run of batches inside a version that a running `incremental` query made,
+held in memory for its next micro-batches (docs/design.md §2.9): the state table's copies, or,
+for a run kept as the input's own files (`older.Source.files`), the same rows read from them
+(`MicroBatch._file_copies`) only when memory does not hold them.
 
 A micro-batch that ends inside a commit of an input copies its clean new rows to the input's
 state table (`sqlflow.runtime.incremental.state`), and the batches after it read those copies

@@ -12,7 +12,9 @@ plan a small micro-batch small (docs/design.md §2.9):
   held run) paid one task per file;
 - `extent`: where the input's timestamp columns lie at a version (`delta.file_stats`), read
   once per held version, so a micro-batch whose prune ranges reach none of its rows leaves
-  the table out of its plan.
+  the table out of its plan;
+- `run_files`: the data files a run of batches inside a version was handed
+  (`delta.source_files`), which then need no copy in a state table (`older.Source.files`).
 
 Each input's log folder is asked of the catalog once per query. Over Spark Connect, or for a
 table whose log is not a local folder, everything here answers "unknown" and the micro-batch
@@ -22,12 +24,13 @@ plans as before.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 from pyspark.sql import SparkSession
 
 from sqlflow.runtime import offsets
-from sqlflow.runtime.delta import deltalog, file_stats, logfiles
+from sqlflow.runtime.delta import deltalog, file_stats, logfiles, source_files
 
 # a batch whose new files add up to less than the cost Spark charges for opening ONE file
 # (`spark.sql.files.openCostInBytes`' default) is one task's work
@@ -42,6 +45,7 @@ class InputLogs:
         self._logs: dict[str, str | None] = {}
         self._extents: dict[tuple[str, int, tuple[str, ...]], file_stats.Extent | None] = {}
         self._plain: dict[str, bool] = {}  # `logfiles.plain_columns`, asked once per input
+        self._orders: dict[tuple[str, int], list[dict]] = {}  # `source_files.snapshot_order`
         # per log folder: the last batch's (start, end) versions and `_commit_adds` of them,
         # read once for both `added_bytes` and `new_files`
         self._adds: dict[str, tuple[tuple[int | None, int | None], list[dict] | None]] = {}
@@ -105,6 +109,37 @@ class InputLogs:
         except (logfiles.Unsupported, OSError, ValueError):
             return None
 
+    def run_files(self, spark: SparkSession, relation: str, checkpoint: Path, base: int | None,
+                  batch_id: int, k: int) -> list[tuple[int, dict]] | None:
+        """The data files input `k` (`relation`) handed the query after the whole version `base`
+        (None: from its start) up to the end of micro-batch `batch_id`, each with a version at
+        which it is live (`source_files.batch_file_versions`, with no limit on the commits: a
+        run of batches inside versions must be named whole); None when unknown (`new_files`)."""
+        log = self.log(spark, relation)
+        if log is None:
+            return None
+        table_dir = Path(os.path.dirname(log))
+        if relation not in self._plain:
+            self._plain[relation] = logfiles.plain_columns(table_dir)
+        ends = offsets.read(checkpoint, batch_id)
+        end = ends[k] if k < len(ends) else None
+        if not self._plain[relation] or end is None:
+            return None
+        start = None if base is None else offsets.Offset(base + 1, -1, False)
+        return source_files.batch_file_versions(table_dir, start, end, snapshot=self._order(table_dir),
+                                                max_commits=None)
+
+    def _order(self, table_dir: Path) -> Callable[[int], list[dict]]:
+        """`source_files.snapshot_order` of the table, read once per version (one per table:
+        the batches of a snapshot come in a row)."""
+        def order(version: int) -> list[dict]:
+            key = (str(table_dir), version)
+            if key not in self._orders:
+                self._orders = {k: v for k, v in self._orders.items() if k[0] != key[0]}
+                self._orders[key] = source_files.snapshot_order(table_dir, version)
+            return self._orders[key]
+        return order
+
     def _commit_adds(self, log: str, start: int | None, end: int | None) -> list[dict] | None:
         """`_commit_adds`, read once per log folder and batch."""
         memo = self._adds.get(log)
@@ -153,22 +188,14 @@ def _commit_adds(log: str, start: int | None, end: int | None) -> list[dict] | N
         return []
     if end - first + 1 > SUMMED_COMMITS:
         return None
-    adds = []
+    adds: list[dict] = []
     for version in range(first, end + 1):
         try:
             actions = logfiles.commit(Path(log), version)
         except (OSError, ValueError):
             return None
-        for action in actions:
-            if not isinstance(action, dict):
-                return None
-            add, remove = action.get("add"), action.get("remove")
-            if isinstance(remove, dict) and remove.get("dataChange", True):
-                return None
-            if action.get("metaData") and start is not None:  # a table's first commit has its own
-                return None
-            if isinstance(add, dict) and add.get("dataChange", True):
-                if add.get("deletionVector"):
-                    return None
-                adds.append(add)
+        found = source_files.plain_commit(actions, first=start is None)  # a table's first commit has its own
+        if found is None:
+            return None
+        adds += found
     return adds

@@ -60,14 +60,14 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructField, StructType, TimestampType
 
-from sqlflow.errors import Location
+from sqlflow.errors import Location, SqlflowError
 from sqlflow.identifiers import quote as quote_ident
 from sqlflow.planning.plan import COMMIT_LOG, PruneRange, Sink, SourceBinding, StreamPlan
 from sqlflow.runtime import fault_points, offsets, sink_partitions, snapshot
 from sqlflow.runtime import quarantine as Q
 from sqlflow.runtime.analysis_errors import model_errors
 from sqlflow.runtime.batchfn import BatchFunction, Phases
-from sqlflow.runtime.delta import commitlog, deltalog, once
+from sqlflow.runtime.delta import commitlog, deltalog, once, source_files
 from sqlflow.runtime.delta.no_runtime_filter import no_runtime_filter
 from sqlflow.runtime.delta.sinks import BatchId, WriteResult, committed, write
 from sqlflow.runtime.incremental import (
@@ -285,13 +285,17 @@ class MicroBatch(BatchFunction):
             with phase("state"):
                 after, copy = self.ledger.after(batch_id, sources)
                 for k, b in enumerate(self.sides):
+                    if b.relation in copy and sources[b.relation].since == batch_id - 1 \
+                            and self._by_files(spark, b, sources[b.relation], batch_id, k):
+                        after[b.relation] = dataclasses.replace(after[b.relation], files=True)
                     if b.relation in copy and counts.get(k):
-                        table = self.state_tables[b.relation]
-                        self._state_location[table] = state.append(
-                            spark, table, clean[b.relation], self._id(table, batch_id),
-                            indexed=_indexed(b), owner=plan.model,
-                            location=self._state_location.get(table), local=few)
-                        self._state_exists[table] = True
+                        if not after[b.relation].files:  # else the input's own files are the copy
+                            table = self.state_tables[b.relation]
+                            self._state_location[table] = state.append(
+                                spark, table, clean[b.relation], self._id(table, batch_id),
+                                indexed=_indexed(b), owner=plan.model,
+                                location=self._state_location.get(table), local=few)
+                            self._state_exists[table] = True
                         # the same rows, held for the next micro-batches' older rows (`copies`)
                         if self.copies.add(b.relation, batch_id, sides[k], clean[b.relation], counts[k]):
                             copied.add(k)
@@ -427,6 +431,8 @@ class MicroBatch(BatchFunction):
         none held)."""
         table = self.state_tables[b.relation]
         found = self.copies.rows(b.relation, source.since, batch_id)
+        if found is None and source.files:
+            return self._file_copies(spark, b, source, batch_id, where)
         if found is None:
             if not self._has_state(spark, table):
                 return None  # no state table: no copies (`state.older` would be an empty frame)
@@ -435,6 +441,41 @@ class MicroBatch(BatchFunction):
         if not found:
             return None
         rows = state.input_columns(reduce(DataFrame.unionByName, found), self.schemas[b.relation])
+        return rows.where(where) if where is not None else rows
+
+    def _by_files(self, spark: SparkSession, b: SourceBinding, source: older.Source, batch_id: int,
+                  k: int) -> bool:
+        """Whether the run of batches inside a version that `batch_id` begins keeps no copies in
+        `b`'s state table: the input's own log names every file the run is handed (after
+        `source.base`, `input_logs.InputLogs.run_files`), so a query that does not hold the
+        copies reads those files (`_file_copies`). Not for an outer join: its padding reads
+        each copy's batch id."""
+        return (not self.outer and self.checkpoint is not None
+                and self.logs.run_files(spark, b.relation, self.checkpoint, source.base, batch_id, k) is not None)
+
+    def _file_copies(self, spark: SparkSession, b: SourceBinding, source: older.Source, batch_id: int,
+                     where: Column | None) -> DataFrame:
+        """`_copies` of a run kept as the input's own files (`_by_files`): the clean rows of the
+        files `b` handed the query after `source.base` up to the end of the batch before
+        `batch_id`, each read at a version where it is live, pruned by `where`."""
+        assert self.checkpoint is not None  # (a run is kept as files only with a checkpoint)
+        k = self.sides.index(b)
+        found = self.logs.run_files(spark, b.relation, self.checkpoint, source.base, batch_id - 1, k)
+        log = self.logs.log(spark, b.relation)
+        by_version = None if found is None or log is None else \
+            source_files.names_by_version(Path(log).parent, found)
+        if by_version is None:
+            raise SqlflowError(
+                f"input `{b.relation}`: micro-batch {batch_id} cannot name the data files of the batches "
+                f"before it from the table's Delta log, and they hold rows the join still needs (the "
+                f"log no longer holds those versions, they were rewritten, or two live files share a name)",
+                location=Location(self.plan.path),
+                hint="rebuild the model from a fresh checkpoint (drop its sink table and its checkpoint folder)")
+        schema = self.schemas[b.relation]
+        parts = [older.files_at(spark, b.relation, version, names, schema)
+                 for version, names in sorted(by_version.items())]
+        rows = Q.clean(reduce(DataFrame.unionByName, parts), b, model=self.plan.model) if parts \
+            else state.empty(spark, schema)
         return rows.where(where) if where is not None else rows
 
     def _base(self, spark: SparkSession, b: SourceBinding, run: held.Run,

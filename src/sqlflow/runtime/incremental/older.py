@@ -2,15 +2,18 @@
 earlier micro-batches, docs/design.md §2.9), and which batches must keep a copy of their rows.
 
 Older rows of input `k` before batch `b` are described by a `Source`: the input table's clean
-rows as of Delta version `base` (None: none) plus the state table's copies of batches after
-`since` (`sqlflow.runtime.incremental.state`). The offsets say which (`sqlflow.runtime.offsets`):
+rows as of Delta version `base` (None: none) plus the copies of batches after `since`. The
+offsets say which (`sqlflow.runtime.offsets`):
 
 - a batch that starts where a whole table version ends reads that version: no copies at all.
   This is every batch unless one commit has more files than `maxFilesPerTrigger` lets in;
-- a batch that ends inside a version copies its clean rows to the state table, and the batches
-  after it read the version where that run of partial batches began, plus the run's copies.
-  `Ledger` records this per batch in `<checkpoint>/sqlflow_older/<batch id>` (JSON), because
-  Spark purges old offset files;
+- a batch that ends inside a version begins (or continues) a run of partial batches, and the
+  batches after it read the version where the run began, plus the run's copies. Those are
+  the input's own data files the run was handed, when its log names them (`Source.files`,
+  `sqlflow.runtime.delta.source_files`; read with `files_at`), else copies of the batches'
+  clean rows in the state table (`sqlflow.runtime.incremental.state`). `Ledger` records this
+  per batch in `<checkpoint>/sqlflow_older/<batch id>` (JSON: base, since, and `true` for a
+  run kept as files), because Spark purges old offset files;
 - a batch that starts inside a version in a checkpoint with no records at all (one written
   before this module) reads every copy (`ALL_COPIES`): such checkpoints copied every batch. In
   a checkpoint with records, a missing or unreadable one is an error (it would read the wrong
@@ -49,7 +52,10 @@ KEEP = 3  # records kept: a replay of batch b reads the record of b - 1
 @dataclass(frozen=True)
 class Source:
     base: int | None  # the input table as of this Delta version (None: no rows from the table)
-    since: int        # plus the state table's copies of batches after this one
+    since: int        # plus the copies of batches after this one
+    # where those copies are when the running query does not hold them: False, the state table;
+    # True, the input's own files the batches were handed (`files_at`), named by its log
+    files: bool = False
 
 
 ALL_COPIES = Source(None, -1)
@@ -80,8 +86,7 @@ class Ledger:
                 out[r] = Source(start.version, batch_id - 1)
             else:
                 recorded = self._load(batch_id - 1) if recorded is None else recorded
-                base, since = recorded.get(r, (None, -1))
-                out[r] = Source(base, since)
+                out[r] = recorded.get(r, ALL_COPIES)
         return out
 
     def after(self, batch_id: int, before: dict[str, Source]) -> tuple[dict[str, Source], set[str]]:
@@ -110,13 +115,14 @@ class Ledger:
         folder.mkdir(parents=True, exist_ok=True)
         path = folder / str(batch_id)
         tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps({r: [s.base, s.since] for r, s in sources.items()}, sort_keys=True))
+        tmp.write_text(json.dumps({r: [s.base, s.since] + ([True] if s.files else [])
+                                   for r, s in sources.items()}, sort_keys=True))
         tmp.replace(path)
         for old in folder.iterdir():
             if old.name.isdigit() and int(old.name) <= batch_id - KEEP:
                 old.unlink(missing_ok=True)
 
-    def _load(self, batch_id: int) -> dict[str, tuple[int | None, int]]:
+    def _load(self, batch_id: int) -> dict[str, Source]:
         """The record of `batch_id`. No records at all: a checkpoint from before them, which
         copied every batch (`{}`: every input reads `ALL_COPIES`). A record missing among
         others, or unreadable, would make the batch read the wrong older rows: an error."""
@@ -126,7 +132,8 @@ class Ledger:
         if not folder.is_dir():
             return {}
         try:
-            return {r: (v[0], v[1]) for r, v in json.loads(path.read_text()).items()}
+            return {r: Source(v[0], v[1], files=len(v) > 2 and v[2] is True)
+                    for r, v in json.loads(path.read_text()).items()}
         except (OSError, ValueError, TypeError, IndexError, AttributeError) as exc:
             raise SqlflowError(
                 f"stream checkpoint `{self.checkpoint}`: cannot read `{path}`, which says where "
@@ -142,7 +149,19 @@ def table_at(spark: SparkSession, relation: str, version: int | None, schema: St
     them today (and as the batch plan reads them): docs/semantics.md, "Faults"."""
     if version is None:
         return state.empty(spark, schema)
+    return _as_of(spark.read.format("delta").option("versionAsOf", version).table(relation), schema)
+
+
+def files_at(spark: SparkSession, relation: str, version: int, names: list[str],
+             schema: StructType) -> DataFrame:
+    """The rows of the input table's data files named `names` (file names, without folders:
+    every Delta writer names its files with a random UUID), read as of `version`, at which they
+    are live, with the columns of `schema` (`table_at`)."""
     rows = spark.read.format("delta").option("versionAsOf", version).table(relation)
+    return _as_of(rows.where(F.col("_metadata.file_name").isin(sorted(set(names)))), schema)
+
+
+def _as_of(rows: DataFrame, schema: StructType) -> DataFrame:
     had = {c.lower() for c in rows.columns}
     return rows.select(*[rows[quote_ident(f.name)] if f.name.lower() in had
                          else F.lit(None).cast(f.dataType).alias(f.name) for f in schema.fields])

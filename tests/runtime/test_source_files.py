@@ -1,0 +1,145 @@
+"""`source_files.batch_files` against real Delta streams: for every micro-batch of a query over
+two real tables, split inside its starting snapshot and inside later commits by
+`maxFilesPerTrigger`, the files the module names from the log and the offsets hold exactly the
+rows Spark handed the batch (every row, as multisets), and their statistics count them. A Delta
+release that admits files in another order fails here.
+
+Unit cases (no JVM) cover the offsets the module must refuse rather than guess."""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+from pathlib import Path
+from urllib.parse import unquote
+
+import pytest
+
+from sqlflow.runtime import offsets
+from sqlflow.runtime.delta import file_stats, logfiles, source_files
+from sqlflow.runtime.offsets import Offset
+
+
+def _write(spark, path: Path, ids: range, files: int) -> None:
+    from pyspark.sql import functions as F
+
+    df = spark.range(ids.start, ids.stop).withColumn("tag", F.concat(F.lit("r"), F.col("id").cast("string")))
+    df.repartition(files).write.format("delta").mode("append").save(str(path))
+
+
+def _file_ids(table: Path, adds: list[dict]) -> Counter:
+    found: Counter = Counter()
+    for a in adds:
+        found.update(r["id"] for r in logfiles.file_rows(table, unquote(a["path"]), ["id"]))
+    return found
+
+
+@pytest.mark.spark
+def test_every_batch_s_files_from_the_log_hold_exactly_the_rows_spark_handed_it(spark, tmp_path):
+    from pyspark.sql import functions as F
+
+    rnd = random.Random(7)
+    tables = [tmp_path / "a", tmp_path / "b"]
+    start = 0
+    for table in tables:  # a few commits before the stream starts: its starting snapshot
+        for _ in range(rnd.randint(2, 3)):
+            n = rnd.randint(40, 120)
+            _write(spark, table, range(start, start + n), rnd.randint(1, 6))
+            start += n
+    checkpoint = tmp_path / "checkpoint"
+    seen: list[tuple[int, list[Counter]]] = []
+
+    def each(df, batch_id):
+        rows = df.groupBy("s", "id").count().collect()
+        got = [Counter(), Counter()]
+        for r in rows:
+            got[r["s"]][r["id"]] += r["count"]
+        seen.append((batch_id, got))
+
+    def run():
+        sides = [spark.readStream.format("delta").option("maxFilesPerTrigger", rnd.randint(1, 4))
+                 .load(str(t)).select(F.lit(k).alias("s"), "id") for k, t in enumerate(tables)]
+        q = (sides[0].unionByName(sides[1]).writeStream.foreachBatch(each)
+             .option("checkpointLocation", str(checkpoint)).trigger(availableNow=True).start())
+        q.awaitTermination()
+
+    run()
+    for table in tables:  # later commits of several files each: batches inside a commit
+        for _ in range(rnd.randint(2, 3)):
+            n = rnd.randint(40, 120)
+            _write(spark, table, range(start, start + n), rnd.randint(2, 7))
+            start += n
+    run()
+
+    inside = 0
+    for batch_id, got in seen:
+        ends = offsets.read(checkpoint, batch_id)
+        starts = offsets.read(checkpoint, batch_id - 1) if batch_id else [None, None]
+        for k, table in enumerate(tables):
+            end, begin = ends[k], starts[k]
+            assert end is not None
+            inside += end.index >= 0
+            adds = source_files.batch_files(table, begin, end)
+            assert adds is not None, (batch_id, k, begin, end)
+            assert _file_ids(table, adds) == got[k], (batch_id, k, begin, end)
+            counts = [file_stats.stats(a).get("numRecords") for a in adds]
+            assert sum(counts) == sum(got[k].values())
+    assert inside >= 4  # the stream was split inside versions, the case under test
+    # every row of both tables was handed out exactly once
+    for k, table in enumerate(tables):
+        total = sum((got[k] for _, got in seen), Counter())
+        assert total == _file_ids(table, list(logfiles.live_adds(table).values()))
+
+
+def _log(tmp_path: Path, commits: list[list[dict]]) -> Path:
+    import json
+
+    log = tmp_path / "_delta_log"
+    log.mkdir()
+    for v, actions in enumerate(commits):
+        (log / f"{v:020d}.json").write_text("\n".join(json.dumps(a) for a in actions) + "\n")
+    return tmp_path
+
+
+def _add(name: str, mtime: int = 0, change: bool = True) -> dict:
+    return {"add": {"path": name, "modificationTime": mtime, "dataChange": change, "size": 1,
+                    "partitionValues": {}}}
+
+
+def test_a_commit_s_files_come_in_the_commit_s_order_and_the_snapshot_s_by_time_then_path(tmp_path):
+    meta = {"metaData": {"id": "t", "configuration": {}}}
+    table = _log(tmp_path, [[meta, _add("c", 5), _add("a", 9), _add("b", 5)],
+                            [_add("z"), _add("y"), _add("old", change=False), _add("x")]])
+    names = lambda adds: [a["path"] for a in adds]  # noqa: E731
+    assert names(source_files.snapshot_order(table, 0)) == ["b", "c", "a"]
+    assert names(source_files.batch_files(table, None, Offset(0, 1, True))) == ["b", "c"]
+    assert names(source_files.batch_files(table, Offset(0, 1, True), Offset(1, 0, False))) == ["a", "z"]
+    # a rewrite that changes no rows is not handed to a stream, and takes no index
+    assert names(source_files.batch_files(table, Offset(1, 0, False), Offset(1, 2, False))) == ["y", "x"]
+    assert names(source_files.batch_files(table, Offset(1, -1, False), Offset(2, -1, False))) == ["z", "y", "x"]
+    assert source_files.batch_files(table, None, Offset(0, -1, True)) == []
+
+
+def test_offsets_that_do_not_follow_or_commits_that_are_no_append_are_not_guessed(tmp_path):
+    meta = {"metaData": {"id": "t", "configuration": {}}}
+    table = _log(tmp_path, [[meta, _add("a"), _add("b")],
+                            [{"remove": {"path": "a", "dataChange": True}}, _add("c")],
+                            [meta, _add("d")]])
+    assert source_files.batch_files(table, Offset(0, 0, False), Offset(1, 0, False)) is None  # a delete
+    assert source_files.batch_files(table, Offset(2, -1, False), Offset(2, 0, False)) is None  # a schema change
+    assert source_files.batch_files(table, Offset(0, 1, False), Offset(0, 0, False)) is None  # backwards
+    assert source_files.batch_files(table, Offset(0, 0, True), Offset(1, 0, True)) is None  # two snapshots
+    assert source_files.batch_files(table, Offset(0, 0, False), Offset(7, 0, False)) is None  # no commit 3
+
+
+def test_files_are_read_by_name_at_their_version_only_where_the_name_is_unique(tmp_path):
+    meta = {"metaData": {"id": "t", "configuration": {}}}
+    table = _log(tmp_path, [[meta, _add("p=1/a.parquet"), _add("p=2/b.parquet")],
+                            [_add("p=1/c.parquet"), _add("p=2/a.parquet")]])
+    files = source_files.batch_file_versions(table, None, Offset(0, 0, True))
+    assert source_files.names_by_version(table, files) == {0: ["a.parquet"]}
+    b = source_files.batch_file_versions(table, Offset(0, 0, True), Offset(1, 0, False))
+    assert [(v, a["path"]) for v, a in b] == [(0, "p=2/b.parquet"), (1, "p=1/c.parquet")]
+    assert source_files.names_by_version(table, b) == {0: ["b.parquet"], 1: ["c.parquet"]}
+    # at version 1 two live files are named a.parquet: a read by name could take the wrong one
+    assert source_files.names_by_version(table, [(1, {"path": "p=2/a.parquet"})]) is None
