@@ -95,7 +95,7 @@ def _log(tmp_path: Path, commits: list[list[dict]]) -> Path:
     import json
 
     log = tmp_path / "_delta_log"
-    log.mkdir()
+    log.mkdir(parents=True)
     for v, actions in enumerate(commits):
         (log / f"{v:020d}.json").write_text("\n".join(json.dumps(a) for a in actions) + "\n")
     return tmp_path
@@ -143,3 +143,21 @@ def test_files_are_read_by_name_at_their_version_only_where_the_name_is_unique(t
     assert source_files.names_by_version(table, b) == {0: ["b.parquet"], 1: ["c.parquet"]}
     # at version 1 two live files are named a.parquet: a read by name could take the wrong one
     assert source_files.names_by_version(table, [(1, {"path": "p=2/a.parquet"})]) is None
+
+
+def test_a_table_whose_every_commit_only_added_files_may_be_streamed_from_its_first_commit(tmp_path):
+    meta = {"metaData": {"id": "t", "configuration": {}}}
+    protocol = {"protocol": {"minReaderVersion": 1, "minWriterVersion": 2}}
+    info = {"commitInfo": {"operation": "WRITE"}}
+    appended = _log(tmp_path / "appended", [[protocol, meta, info], [_add("a"), info], [_add("b"), _add("c")]])
+    assert source_files.appends_only(appended)
+    assert not source_files.appends_only(appended, max_commits=2)  # a long history: the snapshot
+    for name, later in (("optimized", [{"remove": {"path": "a", "dataChange": False}}, _add("ab", change=False)]),
+                        ("deleted", [{"remove": {"path": "a", "dataChange": True}}]),
+                        ("altered", [meta]),
+                        ("vector", [{"add": {"path": "d", "dataChange": True, "deletionVector": {"x": 1}}}])):
+        assert not source_files.appends_only(_log(tmp_path / name, [[protocol, meta], [_add("a")], later])), name
+    cleaned = _log(tmp_path / "cleaned", [[protocol, meta], [_add("a")], [_add("b")]])
+    (cleaned / "_delta_log" / f"{0:020d}.json").unlink()  # the log's cleanup took the first commits
+    assert not source_files.appends_only(cleaned)
+    assert not source_files.appends_only(tmp_path / "nothing")

@@ -337,6 +337,35 @@ def test_copies_are_read_from_memory_in_the_query_that_made_them_and_from_the_ta
     assert_same(spark, plan.quarantine, quarantine, drop=("origin",))
 
 
+@pytest.mark.parametrize("deleted", [False, True], ids=["appends only", "a delete"])
+def test_a_new_query_reads_an_append_only_input_from_its_first_commit(spark, setup, deleted):
+    """A new query reads an input whose every commit only added files from its first commit
+    (`startingVersion` 0: the Delta source's offsets are commits, not positions in a starting
+    snapshot), and an input with a delete from its latest snapshot; split over micro-batches
+    either way, both give the batch plan's rows."""
+    from sqlflow.runtime import offsets
+
+    s = setup
+    plan = s.stream_plans["attributed"]
+    imps, clicks = edge_cases()
+    for part in (0, 1, 2):  # three commits per input, read two files per micro-batch
+        append(spark, f"{s.ods}.imps", imps[part::3], IMP_SCHEMA)
+        append(spark, f"{s.ods}.clicks", clicks[part::3], CLICK_SCHEMA)
+    if deleted:
+        spark.sql(f"DELETE FROM {s.ods}.clicks WHERE req_id = 'lower'")
+    split = replace(plan, sources=tuple(replace(b, max_files_per_trigger=2) for b in plan.sources))
+    batches = run_stream(s.stream, split).batches
+    assert len(batches) >= 2
+    checkpoint = s.stream.project_dir / plan.sink.checkpoint
+    k = [b.relation for b in plan.sources if b.read == "stream"].index(f"{s.ods}.clicks")
+    first = offsets.read(checkpoint, 0)
+    assert first[1 - k] is not None and not first[1 - k].starting  # imps: appends only
+    assert first[k] is not None and first[k].starting is deleted
+    sink, quarantine = s.truth("attributed")
+    assert_same(spark, plan.sink.table, sink)
+    assert_same(spark, plan.quarantine, quarantine, drop=("origin",))
+
+
 def test_a_running_query_reads_each_input_table_once_and_holds_the_rows_after(spark, setup, monkeypatch):
     """Micro-batches of one query that start and end on whole versions read each input table
     as of a version once; the later ones read the held run (that table plus each batch's new

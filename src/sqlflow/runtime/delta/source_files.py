@@ -39,6 +39,8 @@ Adds = list[dict[str, Any]]
 
 # a batch that spans more commits than this is no batch to plan from the log
 MAX_COMMITS = 64
+# a table with more commits than this starts a new stream from its snapshot (`appends_only`)
+MAX_START_COMMITS = 1000
 
 
 def snapshot_order(table_dir: Path, version: int) -> Adds:
@@ -172,3 +174,31 @@ def names_by_version(table_dir: Path, files: Versioned) -> dict[int, list[str]] 
 
 def _name(path: str) -> str:
     return unquote(path).rsplit("/", 1)[-1]
+
+
+def appends_only(table_dir: Path, max_commits: int = MAX_START_COMMITS) -> bool:
+    """Whether every commit of the table since its creation is still in its log and only adds
+    files: no `remove` at all (a rewrite that changes no rows removes files too, and a vacuum
+    may have deleted them since), no deletion vector, no metadata change after the first
+    commit, and at most `max_commits` of them. A new stream may then start from version 0
+    instead of the latest snapshot (`startingVersion`): every file ever added is live, so it
+    is handed exactly the snapshot's rows, commit by commit (module docstring), and the Delta
+    source finds each batch's files in the commit files instead of a Spark job over the
+    snapshot per trigger."""
+    log = table_dir / "_delta_log"
+    try:
+        versions = sorted(int(p.name[:-5]) for p in log.iterdir()
+                          if p.name.endswith(".json") and p.name[:-5].isdigit())
+    except OSError:
+        return False
+    if not versions or versions != list(range(len(versions))) or len(versions) > max_commits:
+        return False
+    for version in versions:
+        try:
+            actions = logfiles.commit(log, version)
+        except (OSError, ValueError):
+            return False
+        if any(isinstance(a, dict) and a.get("remove") for a in actions) or \
+                plain_commit(actions, first=version == 0) is None:
+            return False
+    return True

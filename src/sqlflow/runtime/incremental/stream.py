@@ -25,6 +25,7 @@ import shutil
 import time
 from collections.abc import Callable
 from functools import reduce
+from pathlib import Path
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -35,7 +36,7 @@ from sqlflow.identifiers import quote as quote_ident
 from sqlflow.planning.plan import COMMIT_LOG, StreamPlan
 from sqlflow.runtime import ownership
 from sqlflow.runtime.batchfn import query_failed
-from sqlflow.runtime.delta import once, sink_truth
+from sqlflow.runtime.delta import once, sink_truth, source_files
 from sqlflow.runtime.env_errors import written_paths
 from sqlflow.runtime.incremental import older, padding, remote, state
 from sqlflow.runtime.incremental.microbatch import SIDE, BatchReport, MicroBatch, side_column
@@ -94,20 +95,22 @@ def start(ctx: Context, plan: StreamPlan, *, trigger: str = AVAILABLE_NOW,
                                                  *tables.values()],
                              (f"{plan.model}@{query_id(checkpoint)}", *tables.values()),
                              what=f"model `{plan.model}`", path=plan.path, rebuild=rebuild_command(plan))
+    fn = MicroBatch(plan, sides, schemas, tables, app_id(plan.model, checkpoint),
+                    on_batch=on_batch, after_sink=after_sink, after_state=after_state,
+                    checkpoint=checkpoint, spark=spark)
     frames = []
     for k, b in enumerate(sides):
         reader = spark.readStream.format("delta")
         if b.max_files_per_trigger:
             reader = reader.option("maxFilesPerTrigger", b.max_files_per_trigger)
+        if fresh and _from_first_commit(spark, fn, b.relation):
+            reader = reader.option("startingVersion", "0")
         rows = reader.table(b.relation)
         frames.append(rows.select(F.lit(k).alias(SIDE), *[
             F.struct(*[rows[quote_ident(c)] for c in rows.columns]).alias(side_column(j)) if j == k
             else F.lit(None).cast(schemas[o.relation]).alias(side_column(j))
             for j, o in enumerate(sides)]))
     envelope: DataFrame = reduce(DataFrame.unionByName, frames)
-    fn = MicroBatch(plan, sides, schemas, tables, app_id(plan.model, checkpoint),
-                    on_batch=on_batch, after_sink=after_sink, after_state=after_state,
-                    checkpoint=checkpoint, spark=spark)
     if not fresh:
         fn.redo()  # a flush/idle step a crash interrupted
     # over Spark Connect the server runs the batches: it gets a picklable function, and `fn`
@@ -117,6 +120,17 @@ def start(ctx: Context, plan: StreamPlan, *, trigger: str = AVAILABLE_NOW,
     query = start_query(envelope, batches, name=f"sqlflow_{plan.model}", checkpoint=checkpoint,
                         trigger=trigger)
     return query, fn
+
+
+def _from_first_commit(spark: SparkSession, fn: MicroBatch, relation: str) -> bool:
+    """Whether a new query reads `relation` from its first commit on (`startingVersion` 0)
+    instead of from its latest snapshot: the same rows when every commit only added files
+    (`source_files.appends_only`), and the Delta source then finds each micro-batch's files in
+    the commit files; from a snapshot it ran Spark jobs over the snapshot's file list at every
+    trigger (0.3 s a micro-batch of two inputs on two cores, docs/design.md §2.9). Not over
+    Spark Connect or for a log that is not a local folder (not read here)."""
+    log = fn.logs.log(spark, relation)
+    return log is not None and source_files.appends_only(Path(log).parent)
 
 
 def run_stream(ctx: Context, plan: StreamPlan, *, trigger: str = AVAILABLE_NOW,
