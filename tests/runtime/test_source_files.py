@@ -136,13 +136,17 @@ def test_files_are_read_by_name_at_their_version_only_where_the_name_is_unique(t
     meta = {"metaData": {"id": "t", "configuration": {}}}
     table = _log(tmp_path, [[meta, _add("p=1/a.parquet"), _add("p=2/b.parquet")],
                             [_add("p=1/c.parquet"), _add("p=2/a.parquet")]])
+
+    def names(grouped):
+        return {v: [source_files.file_name(a["path"]) for a in adds] for v, adds in grouped.items()}
+
     files = source_files.batch_file_versions(table, None, Offset(0, 0, True))
-    assert source_files.names_by_version(table, files) == {0: ["a.parquet"]}
+    assert names(source_files.by_version(table, files)) == {0: ["a.parquet"]}
     b = source_files.batch_file_versions(table, Offset(0, 0, True), Offset(1, 0, False))
     assert [(v, a["path"]) for v, a in b] == [(0, "p=2/b.parquet"), (1, "p=1/c.parquet")]
-    assert source_files.names_by_version(table, b) == {0: ["b.parquet"], 1: ["c.parquet"]}
+    assert names(source_files.by_version(table, b)) == {0: ["b.parquet"], 1: ["c.parquet"]}
     # at version 1 two live files are named a.parquet: a read by name could take the wrong one
-    assert source_files.names_by_version(table, [(1, {"path": "p=2/a.parquet"})]) is None
+    assert source_files.by_version(table, [(1, {"path": "p=2/a.parquet"})]) is None
 
 
 def test_a_table_whose_every_commit_only_added_files_may_be_streamed_from_its_first_commit(tmp_path):
@@ -161,3 +165,51 @@ def test_a_table_whose_every_commit_only_added_files_may_be_streamed_from_its_fi
     (cleaned / "_delta_log" / f"{0:020d}.json").unlink()  # the log's cleanup took the first commits
     assert not source_files.appends_only(cleaned)
     assert not source_files.appends_only(tmp_path / "nothing")
+
+
+@pytest.mark.spark
+def test_a_restart_reads_exactly_the_named_files_listing_only_their_partitions(spark, tmp_path):
+    """`older.files_at`: the rows of the named files of a partitioned table (string, date and
+    int partition columns, a NULL partition value among them), read at their version, listing
+    only the files of their partitions; a table partitioned by a timestamp gets no partition
+    filter (its partition values' string form), and the same rows."""
+    from pyspark.sql import functions as F
+
+    from sqlflow.runtime.incremental import older
+
+    name = "rt_source_files_parts"
+    spark.sql(f"DROP TABLE IF EXISTS {name}")
+    rows = (spark.range(0, 400)
+            .withColumn("s", F.when(F.col("id") % 5 == 0, F.lit(None)).otherwise(F.concat(F.lit("s"), F.col("id") % 3)))
+            .withColumn("d", F.expr("date_add(DATE'2026-11-01', CAST(id % 2 AS INT))"))
+            .withColumn("n", (F.col("id") % 2).cast("int"))
+            .withColumn("t", F.expr("TIMESTAMP'2026-11-01 10:00:00' + make_interval(0, 0, 0, 0, CAST(id % 2 AS INT))")))
+    rows.repartition(4).write.format("delta").partitionBy("s", "d", "n").saveAsTable(name)
+    table = Path(spark.sql(f"DESCRIBE DETAIL {name}").first()["location"].removeprefix("file:"))
+    adds = list(logfiles.live_adds(table).values())
+    picked = ([a for a in adds if a["partitionValues"]["s"] is None][:1]
+              + [a for a in adds if a["partitionValues"]["s"] == "s1"][:2])
+    assert len(picked) == 3
+    schema = spark.table(name).schema
+    names = [source_files.file_name(a["path"]) for a in picked]
+    read = older.files_at(spark, name, 0, names, schema,
+                          partitions=[a["partitionValues"] for a in picked])
+    got = sorted(r["id"] for r in read.collect())
+    assert got == sorted(_file_ids(table, picked).elements())
+    # only the files of the picked files' partitions were listed
+    leaves = read._jdf.queryExecution().executedPlan().collectLeaves()
+    scanned = [leaves.apply(i).metrics() for i in range(leaves.size())]
+    listed = sum(m.apply("numFiles").value() for m in scanned if m.contains("numFiles"))
+    same = {tuple(sorted(a["partitionValues"].items())) for a in picked}
+    assert listed == sum(tuple(sorted(a["partitionValues"].items())) in same for a in adds) < len(adds)
+    spark.sql(f"DROP TABLE {name}")
+
+    by_time = "rt_source_files_ts"
+    spark.sql(f"DROP TABLE IF EXISTS {by_time}")
+    rows.repartition(2).write.format("delta").partitionBy("t").saveAsTable(by_time)
+    table = Path(spark.sql(f"DESCRIBE DETAIL {by_time}").first()["location"].removeprefix("file:"))
+    adds = list(logfiles.live_adds(table).values())[:1]
+    read = older.files_at(spark, by_time, 0, [source_files.file_name(a["path"]) for a in adds],
+                          spark.table(by_time).schema, partitions=[a["partitionValues"] for a in adds])
+    assert sorted(r["id"] for r in read.collect()) == sorted(_file_ids(table, adds).elements())
+    spark.sql(f"DROP TABLE {by_time}")

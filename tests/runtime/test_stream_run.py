@@ -313,9 +313,9 @@ def test_copies_are_read_from_memory_in_the_query_that_made_them_and_from_the_ta
         reads.append(("state", batch_id))
         return from_state(spark_, table, schema, batch_id, keep, after=after, exists=exists)
 
-    def files(spark_, relation, version, names, schema):
+    def files(spark_, relation, version, names, schema, partitions=None):
         reads.append(("files", len(names)))
-        return from_files(spark_, relation, version, names, schema)
+        return from_files(spark_, relation, version, names, schema, partitions=partitions)
 
     monkeypatch.setattr(state, "older", counted)
     monkeypatch.setattr(older, "files_at", files)

@@ -17,11 +17,16 @@ offset. A batch that starts with nothing delivered and ends after the starting s
 answered with the table's live files before its end version: the same rows as the snapshot and
 the commits after it, because a stream only passes appends and rewrites that change no rows.
 
-Anything this cannot read exactly (a commit that is not a plain append: `input_logs.plain_commit`;
-too many commits; offsets that do not follow each other; a log that no longer holds a version)
-is None, and the caller reads the rows with Spark instead. `tests/runtime/
-test_source_files.py` compares every batch of real streams over real tables with this module's
-answer, row for row, so a Delta release that changes the order fails there first.
+Anything this cannot read exactly (a commit that is not a plain append: `plain_commit`; too
+many commits; offsets that do not follow each other; a log that no longer holds a version) is
+None, and the caller keeps a copy of the rows instead (`sqlflow.runtime.incremental.older`).
+`tests/runtime/test_source_files.py` compares every batch of real streams over real tables
+with this module's answer, row for row, so a Delta release that changes the order fails there
+first.
+
+Also here: `by_version` and `file_name`, how a restart reads such files back (by file name, at a version
+where each is live), and `appends_only`, whether a new stream may read a table from its first
+commit instead of from its latest snapshot.
 """
 
 from __future__ import annotations
@@ -154,25 +159,26 @@ def _then(log: Path, files: Versioned, version: int, end: Offset, max_commits: i
     return out
 
 
-def names_by_version(table_dir: Path, files: Versioned) -> dict[int, list[str]] | None:
-    """`files` as the file names (no folders) to read at each version, for a read that picks a
-    table's files by `_metadata.file_name`; None when a name is not unique among the files live
+def by_version(table_dir: Path, files: Versioned) -> dict[int, Adds] | None:
+    """`files` grouped by the version to read each at, for a read that picks a table's files
+    by `_metadata.file_name` (`file_name`); None when a name is not unique among the files live
     at its version (Delta's writers name each file with a random UUID, so this is a guard) or
     the log cannot say."""
-    out: dict[int, list[str]] = {}
+    out: dict[int, Adds] = {}
     for version, add in files:
-        out.setdefault(version, []).append(_name(add["path"]))
+        out.setdefault(version, []).append(add)
     try:
-        for version, names in out.items():
-            live = Counter(_name(path) for path in logfiles.live_adds(table_dir, version))
-            if any(live[n] != 1 for n in names):
+        for version, adds in out.items():
+            live = Counter(file_name(path) for path in logfiles.live_adds(table_dir, version))
+            if any(live[file_name(a["path"])] != 1 for a in adds):
                 return None
     except (logfiles.Unsupported, OSError, ValueError, KeyError):
         return None
     return out
 
 
-def _name(path: str) -> str:
+def file_name(path: str) -> str:
+    """A data file's name without its folders, as Spark's `_metadata.file_name` gives it."""
     return unquote(path).rsplit("/", 1)[-1]
 
 

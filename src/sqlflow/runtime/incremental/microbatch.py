@@ -462,9 +462,8 @@ class MicroBatch(BatchFunction):
         k = self.sides.index(b)
         found = self.logs.run_files(spark, b.relation, self.checkpoint, source.base, batch_id - 1, k)
         log = self.logs.log(spark, b.relation)
-        by_version = None if found is None or log is None else \
-            source_files.names_by_version(Path(log).parent, found)
-        if by_version is None:
+        grouped = None if found is None or log is None else source_files.by_version(Path(log).parent, found)
+        if grouped is None:
             raise SqlflowError(
                 f"input `{b.relation}`: micro-batch {batch_id} cannot name the data files of the batches "
                 f"before it from the table's Delta log, and they hold rows the join still needs (the "
@@ -472,8 +471,9 @@ class MicroBatch(BatchFunction):
                 location=Location(self.plan.path),
                 hint="rebuild the model from a fresh checkpoint (drop its sink table and its checkpoint folder)")
         schema = self.schemas[b.relation]
-        parts = [older.files_at(spark, b.relation, version, names, schema)
-                 for version, names in sorted(by_version.items())]
+        parts = [older.files_at(spark, b.relation, version, [source_files.file_name(a["path"]) for a in adds],
+                                schema, partitions=[a.get("partitionValues") or {} for a in adds])
+                 for version, adds in sorted(grouped.items())]
         rows = Q.clean(reduce(DataFrame.unionByName, parts), b, model=self.plan.model) if parts \
             else state.empty(spark, schema)
         return rows.where(where) if where is not None else rows

@@ -34,11 +34,21 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from functools import reduce
 from pathlib import Path
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.types import StructType
+from pyspark.sql.types import (
+    BooleanType,
+    ByteType,
+    DateType,
+    IntegerType,
+    LongType,
+    ShortType,
+    StringType,
+    StructType,
+)
 
 from sqlflow.errors import Location, SqlflowError
 from sqlflow.identifiers import quote as quote_ident
@@ -153,12 +163,48 @@ def table_at(spark: SparkSession, relation: str, version: int | None, schema: St
 
 
 def files_at(spark: SparkSession, relation: str, version: int, names: list[str],
-             schema: StructType) -> DataFrame:
+             schema: StructType, partitions: list[dict[str, str | None]] | None = None) -> DataFrame:
     """The rows of the input table's data files named `names` (file names, without folders:
     every Delta writer names its files with a random UUID), read as of `version`, at which they
-    are live, with the columns of `schema` (`table_at`)."""
+    are live, with the columns of `schema` (`table_at`). `partitions`: those files' partition
+    values (their `add` actions' `partitionValues`), so Delta reads only the files of those
+    partitions (it lists every file of the version for a file-name filter alone)."""
     rows = spark.read.format("delta").option("versionAsOf", version).table(relation)
+    within = _partitions_where(rows.schema, partitions or [])
+    if within is not None:
+        rows = rows.where(within)
     return _as_of(rows.where(F.col("_metadata.file_name").isin(sorted(set(names)))), schema)
+
+
+# partition column types whose Delta partition value (a string) casts back to the same value
+_EXACT_PARTITION_TYPES = (StringType, DateType, ByteType, ShortType, IntegerType, LongType, BooleanType)
+MAX_PARTITION_TERMS = 200
+
+
+def _partitions_where(schema: StructType, partitions: list[dict[str, str | None]]) -> Column | None:
+    """`(p1 <=> v1 AND p2 <=> v2) OR ...` over the distinct `partitions`, each value cast to its
+    column's type; None (no partition filter: every file is listed, and the file-name filter
+    still picks the same rows) for an unpartitioned table, more than `MAX_PARTITION_TERMS`
+    partitions, or a partition column of a type whose value may not cast back exactly (a
+    timestamp's string form, say)."""
+    distinct = {tuple(sorted(p.items())) for p in partitions}
+    if not distinct or len(distinct) > MAX_PARTITION_TERMS:
+        return None
+    fields = {f.name.lower(): f for f in schema.fields}
+    terms = []
+    for values in sorted(distinct, key=repr):
+        if not values:
+            return None
+        parts = []
+        for name, value in values:
+            field = fields.get(name.lower())
+            if field is None or not isinstance(field.dataType, _EXACT_PARTITION_TYPES):
+                return None
+            column = F.col(quote_ident(field.name))
+            parts.append(column.isNull() if value is None else
+                         column == F.lit(value).cast(field.dataType))
+        terms.append(reduce(Column.__and__, parts))
+    return reduce(Column.__or__, terms)
 
 
 def _as_of(rows: DataFrame, schema: StructType) -> DataFrame:
