@@ -113,7 +113,7 @@ def from_log(spark: SparkSession, location: str | None) -> TableInfo | None:
     None when the folder is not local or the latest commit has no checksum file (the caller
     asks the catalog instead)."""
     log = local_log(spark, location)
-    versions = _versions(log) if log is not None else []
+    versions = commit_versions(log) if log is not None else []
     metadata = _checksum_metadata(log, max(versions)) if log is not None and versions else None
     if metadata is None:
         return None
@@ -133,7 +133,7 @@ def holds_no_files(spark: SparkSession, location: str | None) -> bool:
     writes none), as its log replays (`logfiles.live_adds`); False when it has some, or when
     neither can be read (not local, a log the replay does not support: the caller asks Spark)."""
     log = local_log(spark, location)
-    versions = _versions(log) if log is not None else []
+    versions = commit_versions(log) if log is not None else []
     if log is None or not versions:
         return False
     files = checksum(log, max(versions)).get("numFiles")
@@ -145,7 +145,7 @@ def holds_no_files(spark: SparkSession, location: str | None) -> bool:
     return files == 0
 
 
-def _versions(log: str) -> list[int]:
+def commit_versions(log: str) -> list[int]:
     """The versions of the commit files in the local `_delta_log` folder `log`."""
     return [int(n[:-5]) for n in os.listdir(log) if n.endswith(".json") and n[:-5].isdigit()]
 
@@ -188,7 +188,7 @@ def latest_version(spark: SparkSession, table: str, location: str | None = None)
         location = info.location
     log = local_log(spark, location)
     if log is not None:
-        versions = _versions(log)
+        versions = commit_versions(log)
         if versions:
             return max(versions)
     try:

@@ -17,9 +17,8 @@ offset. A batch that starts with nothing delivered and ends after the starting s
 answered with the table's live files before its end version: the same rows as the snapshot and
 the commits after it, because a stream only passes appends and rewrites that change no rows.
 
-Anything this cannot read exactly (a commit that is not a plain append: `plain_commit`; too
-many commits; offsets that do not follow each other; a log that no longer holds a version) is
-None, and the caller keeps a copy of the rows instead (`sqlflow.runtime.incremental.older`).
+Anything this cannot read exactly (a commit that is not a plain append: `plain_commit`;
+offsets that do not follow each other; a log that no longer holds a version) is None, and the caller keeps a copy of the rows instead (`sqlflow.runtime.incremental.older`).
 `tests/runtime/test_source_files.py` compares every batch of real streams over real tables
 with this module's answer, row for row, so a Delta release that changes the order fails there
 first.
@@ -37,13 +36,11 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
 
-from sqlflow.runtime.delta import logfiles
+from sqlflow.runtime.delta import deltalog, logfiles
 from sqlflow.runtime.offsets import Offset
 
 Adds = list[dict[str, Any]]
 
-# a batch that spans more commits than this is no batch to plan from the log
-MAX_COMMITS = 64
 # a table with more commits than this starts a new stream from its snapshot (`appends_only`)
 MAX_START_COMMITS = 1000
 
@@ -85,35 +82,24 @@ def plain_commit(actions: list[Any], *, first: bool) -> Adds | None:
     return adds
 
 
+Versioned = list[tuple[int, dict[str, Any]]]
+
+
 def batch_files(table_dir: Path, start: Offset | None, end: Offset, *,
-                snapshot: Callable[[int], Adds] | None = None,
-                max_commits: int | None = MAX_COMMITS) -> Adds | None:
-    """The `add` actions of the files a micro-batch was handed: after offset `start` (None: the
-    query's first batch, nothing before it) up to and including offset `end`. `snapshot`: a
-    (memoized) `snapshot_order` of this table; `max_commits`: the most commits read (None: no
-    limit). None when not known exactly (module docstring)."""
-    found = batch_file_versions(table_dir, start, end, snapshot=snapshot, max_commits=max_commits)
-    return None if found is None else [add for _, add in found]
-
-
-def batch_file_versions(table_dir: Path, start: Offset | None, end: Offset, *,
-                        snapshot: Callable[[int], Adds] | None = None,
-                        max_commits: int | None = MAX_COMMITS) -> list[tuple[int, dict[str, Any]]] | None:
-    """`batch_files`, each with a table version at which the file is live (the snapshot's, or
-    the commit's that added it): a rewrite that changes no rows may remove it later."""
+                snapshot: Callable[[int], Adds] | None = None) -> Versioned | None:
+    """The `add` actions of the files a micro-batch was handed, after offset `start` (None: the
+    query's first batch, nothing before it) up to and including offset `end`, each with a table
+    version at which the file is live (the snapshot's, or the commit's that added it: a rewrite
+    that changes no rows may remove it later). `snapshot`: a (memoized) `snapshot_order` of this
+    table. None when not known exactly (module docstring)."""
     order = snapshot or (lambda v: snapshot_order(table_dir, v))
-    log = table_dir / "_delta_log"
     try:
-        return _files(log, order, start, end, max_commits)
+        return _files(table_dir / "_delta_log", order, start, end)
     except (logfiles.Unsupported, OSError, ValueError, KeyError):
         return None
 
 
-Versioned = list[tuple[int, dict[str, Any]]]
-
-
-def _files(log: Path, order: Callable[[int], Adds], start: Offset | None, end: Offset,
-           max_commits: int | None) -> Versioned | None:
+def _files(log: Path, order: Callable[[int], Adds], start: Offset | None, end: Offset) -> Versioned | None:
     def at(version: int, adds: Adds) -> Versioned:
         return [(version, a) for a in adds]
 
@@ -124,32 +110,30 @@ def _files(log: Path, order: Callable[[int], Adds], start: Offset | None, end: O
             return at(end.version, order(end.version)[:end.index + 1])
         before = [] if end.version == 0 else at(end.version - 1, list(
             logfiles.live_adds(log.parent, end.version - 1).values()))
-        return _then(log, before, end.version, end, max_commits)
+        return _then(log, before, end.version, end)
     if start.starting:  # inside the starting snapshot
         rest = at(start.version, order(start.version)[start.index + 1:])
         if end.starting:
             if end.version != start.version or end.index < start.index:
                 return None
             return rest[:end.index - start.index]
-        return _then(log, rest, start.version + 1, end, max_commits)
+        return _then(log, rest, start.version + 1, end)
     if end.starting or (end.version, end.index) < (start.version, start.index):
         return None
     if start.index < 0:
-        return _then(log, [], start.version, end, max_commits)
+        return _then(log, [], start.version, end)
     first = commit_order(log, start.version)
     if first is None:
         return None
     if end.version == start.version:
         return at(start.version, first[start.index + 1:end.index + 1])
-    return _then(log, at(start.version, first[start.index + 1:]), start.version + 1, end, max_commits)
+    return _then(log, at(start.version, first[start.index + 1:]), start.version + 1, end)
 
 
-def _then(log: Path, files: Versioned, version: int, end: Offset, max_commits: int | None) -> Versioned | None:
+def _then(log: Path, files: Versioned, version: int, end: Offset) -> Versioned | None:
     """`files`, then every data file of the commits from `version` up to `end`'s (whole before
     it, up to its index in it)."""
     last = end.version if end.index >= 0 else end.version - 1
-    if max_commits is not None and last - version + 1 > max_commits:
-        return None
     out = list(files)
     for v in range(version, last + 1):
         adds = commit_order(log, v)
@@ -193,8 +177,7 @@ def appends_only(table_dir: Path, max_commits: int = MAX_START_COMMITS) -> bool:
     snapshot per trigger."""
     log = table_dir / "_delta_log"
     try:
-        versions = sorted(int(p.name[:-5]) for p in log.iterdir()
-                          if p.name.endswith(".json") and p.name[:-5].isdigit())
+        versions = sorted(deltalog.commit_versions(str(log)))
     except OSError:
         return False
     if not versions or versions != list(range(len(versions))) or len(versions) > max_commits:

@@ -113,8 +113,8 @@ class InputLogs:
                   batch_id: int, k: int) -> list[tuple[int, dict]] | None:
         """The data files input `k` (`relation`) handed the query after the whole version `base`
         (None: from its start) up to the end of micro-batch `batch_id`, each with a version at
-        which it is live (`source_files.batch_file_versions`, with no limit on the commits: a
-        run of batches inside versions must be named whole); None when unknown (`new_files`)."""
+        which it is live (`source_files.batch_files`; a run is named whole, however many
+        commits it spans); None when unknown (`new_files`)."""
         log = self.log(spark, relation)
         if log is None:
             return None
@@ -126,8 +126,7 @@ class InputLogs:
         if not self._plain[relation] or end is None:
             return None
         start = None if base is None else offsets.Offset(base + 1, -1, False)
-        return source_files.batch_file_versions(table_dir, start, end, snapshot=self._order(table_dir),
-                                                max_commits=None)
+        return source_files.batch_files(table_dir, start, end, snapshot=self._order(table_dir))
 
     def _order(self, table_dir: Path) -> Callable[[int], list[dict]]:
         """`source_files.snapshot_order` of the table, read once per version (one per table:

@@ -39,16 +39,8 @@ from pathlib import Path
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.types import (
-    BooleanType,
-    ByteType,
-    DateType,
-    IntegerType,
-    LongType,
-    ShortType,
-    StringType,
-    StructType,
-)
+from pyspark.sql import types as T
+from pyspark.sql.types import StructType
 
 from sqlflow.errors import Location, SqlflowError
 from sqlflow.identifiers import quote as quote_ident
@@ -177,7 +169,8 @@ def files_at(spark: SparkSession, relation: str, version: int, names: list[str],
 
 
 # partition column types whose Delta partition value (a string) casts back to the same value
-_EXACT_PARTITION_TYPES = (StringType, DateType, ByteType, ShortType, IntegerType, LongType, BooleanType)
+_EXACT_PARTITION_TYPES = (T.StringType, T.DateType, T.ByteType, T.ShortType, T.IntegerType, T.LongType,
+                          T.BooleanType)
 MAX_PARTITION_TERMS = 200
 
 
