@@ -57,3 +57,30 @@ def test_past_max_rows_the_copies_are_let_go_and_the_table_serves_until_since_pa
     b2 = Frame(["e"])
     assert c.add("t", 2, b2, b2, 1)
     assert read(c, "t", 1, 3) == ["e"]
+
+
+def test_the_union_of_a_run_s_copies_grows_by_the_new_copy_and_is_rebuilt_when_since_moves():
+    """`Copies.union`: each copy is projected and unioned once while its run goes on (the
+    union the batch before read, plus the new copy); when `since` moves past a copy, the union
+    is built again from the copies left. Every union holds exactly `rows`' rows, in order."""
+    c = copies.Copies()
+    c.begin(0)
+    projected: list[list[str]] = []
+
+    def columns(frame):
+        projected.append(list(frame))
+        return Frame(frame)
+
+    frames = [Frame([f"r{b}"]) for b in range(4)]
+    for b, f in enumerate(frames):
+        assert c.add("t", b, f, f, 1)
+    first = c.union("t", c.rows("t", -1, 2), columns)  # copies of batches 0 and 1
+    assert first == ["r0", "r1"] and projected == [["r0"], ["r1"]]
+    second = c.union("t", c.rows("t", -1, 3), columns)
+    assert second == ["r0", "r1", "r2"] and projected[2:] == [["r2"]]  # batch 2's copy only
+    assert second.sources[0] is first  # built on the union the batch before read
+    moved = c.union("t", c.rows("t", 0, 4), columns)  # batch 0's copy let go: rebuilt
+    assert moved == ["r1", "r2", "r3"] and projected[3:] == [["r1"], ["r2"], ["r3"]]
+    assert c.union("u", [frames[3]], columns) == ["r3"]  # per input
+    c.drop("t")
+    assert "t" not in c.unions

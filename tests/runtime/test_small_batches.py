@@ -316,8 +316,8 @@ def test_batches_whose_file_statistics_prove_every_row_clean_run_no_stats_job(sp
     random chunks: the Delta statistics of each micro-batch's files prove its rows clean and it
     counts them without a Spark job (`log_stats`). Commits that hold one late, future or untimed
     row among clean ones, or a row a millisecond inside a limit, cannot be proven: those
-    batches count with Spark and quarantine exactly those rows. Sink and quarantine equal the
-    batch plan's, row for row."""
+    batches count their rows (a stats job, or on the driver: `_arrow_stats`) and quarantine
+    exactly those rows. Sink and quarantine equal the batch plan's, row for row."""
     import random
 
     from sqlflow.runtime.dispatch import start_stream
@@ -357,8 +357,17 @@ def test_batches_whose_file_statistics_prove_every_row_clean_run_no_stats_job(sp
         counted.append(1)
         return stats_of(self, sides)
 
+    arrow_stats_of = microbatch.MicroBatch._arrow_stats
+
+    def on_driver(self, spark_, batch_id, sides):  # counted from the rows, not a stats job
+        found = arrow_stats_of(self, spark_, batch_id, sides)
+        if found is not None:
+            counted.append(1)
+        return found
+
     monkeypatch.setattr(microbatch.MicroBatch, "_log_stats", from_logs)
     monkeypatch.setattr(microbatch.MicroBatch, "_stats", by_spark)
+    monkeypatch.setattr(microbatch.MicroBatch, "_arrow_stats", on_driver)
     query, fn = start_stream(s.stream, plan, trigger="0.5 seconds")
     try:  # a running query: each commit lands after the one before was processed
         for n in range(max(len(imp_commits), len(click_commits))):
@@ -412,6 +421,38 @@ def test_a_small_batch_runs_its_plan_without_code_generation_and_a_large_one_wit
         assert stages() and own.conf.get(FACTORY) == "FALLBACK"
     with small_plan(own, False, interpreted=True):  # a large batch: as configured
         assert stages()
+
+
+def test_a_global_aggregate_inside_unadaptive_runs_as_one_spark_job_with_the_same_rows(spark):
+    """`unadaptive`, as `MicroBatch._stats` runs its job: a union of global aggregates (one per
+    input, no grouping key) planned inside the block is one Spark job, where adaptive execution
+    runs each query stage as a job of its own; the rows are the same and the session's setting
+    is back after the block."""
+    from sqlflow.runtime.small_plan import ADAPTIVE, unadaptive
+
+    own = spark.newSession()
+    own.conf.set(ADAPTIVE, "true")
+    tracker = own.sparkContext.statusTracker()
+
+    def run(group: str) -> tuple[list, int]:
+        sides = [own.range(k * 1000, k * 1000 + 700, numPartitions=3).selectExpr(f"{k} AS side", "id")
+                 for k in range(2)]
+        frames = [rows.agg(F.min("side").alias("side"), F.count(F.lit(1)).alias("n"),
+                           F.max("id").alias("high")) for rows in sides]
+        own.sparkContext.setJobGroup(group, group)
+        try:
+            found = sorted(tuple(r) for r in frames[0].unionByName(frames[1]).collect())
+        finally:
+            own.sparkContext.setJobGroup("", "")
+        return found, len(tracker.getJobIdsForGroup(group))
+
+    adaptive_rows, adaptive_jobs = run("adaptive")
+    with unadaptive(own):
+        assert own.conf.get(ADAPTIVE) == "false"
+        rows, jobs = run("unadaptive")
+    assert own.conf.get(ADAPTIVE) == "true"
+    assert rows == adaptive_rows == [(0, 700, 699), (1, 700, 1699)]
+    assert jobs == 1 and adaptive_jobs > 1, (jobs, adaptive_jobs)
 
 
 def test_a_small_batch_joins_in_one_job_by_hashing_its_new_rows_without_a_shuffle(spark, setup, monkeypatch):
@@ -513,6 +554,16 @@ def test_a_running_query_looks_its_held_rows_up_by_key_and_equals_the_batch_plan
         return found
 
     monkeypatch.setattr(key_index.Store, "matching", counted)
+    on_driver: list[int] = []  # batches whose stats were counted from their rows as Arrow
+    arrow_stats_of = microbatch.MicroBatch._arrow_stats
+
+    def arrow_stats(self, spark_, batch_id, sides):
+        found = arrow_stats_of(self, spark_, batch_id, sides)
+        if found is not None:
+            on_driver.append(batch_id)
+        return found
+
+    monkeypatch.setattr(microbatch.MicroBatch, "_arrow_stats", arrow_stats)
     query, fn = start_stream(s.stream, plan, trigger="0.5 seconds")
     try:
         while todo:
@@ -526,6 +577,10 @@ def test_a_running_query_looks_its_held_rows_up_by_key_and_equals_the_batch_plan
     monkeypatch.undo()
     assert fn.error is None
     assert len(looked) >= 3 and any(handed < held for held, handed in looked), looked
+    # the late and malformed rows' batches were counted on the driver (`_arrow_stats`), and
+    # their quarantine rows are the batch plan's too
+    quarantined = {b.batch_id for b in fn.reports if b.kind == "batch" and b.quarantined}
+    assert quarantined and quarantined <= set(on_driver), (quarantined, on_driver)
     sink, quarantine = s.truth("attributed")
     assert_same(spark, plan.sink.table, sink)
     assert_same(spark, plan.quarantine, quarantine, drop=("origin",))

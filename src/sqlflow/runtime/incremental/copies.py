@@ -17,10 +17,17 @@ micro-batch (an earlier run of the query, a replay after a crash), and the batch
 let go to bound memory (`MAX_ROWS`). `floor` is, per input, the newest batch id whose copy may
 be only in the table; a micro-batch reading copies after `since` is served from memory only
 when `since >= floor`, else it reads the table, as before. Nothing of it is in the checkpoint.
+
+The union of a run's copies is built once per copy (`union`): the next micro-batch of the run
+adds the one copy the batch before made to the union that batch read. Built again at every
+batch, the n-th batch of a run made n - 1 unions by name, each a JVM call that analyses the
+plan so far (0.02-0.04 s a batch at 20 batches a commit, `bench/interval_join.py --batches
+20`, 2026-12-04).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from pyspark.sql import DataFrame
@@ -43,6 +50,8 @@ class Copies:
         self.first: int | None = None  # the first micro-batch this object ran
         self.floor: dict[str, int] = {}  # relation -> newest batch whose copy may be only in the table
         self.held: dict[str, list[Copy]] = {}
+        # relation -> the frames `union` joined last (from `rows`) and their union
+        self.unions: dict[str, tuple[tuple[DataFrame, ...], DataFrame]] = {}
 
     def begin(self, batch_id: int) -> None:
         """Micro-batch `batch_id` starts: copies of batches before this object's first are in
@@ -66,6 +75,25 @@ class Copies:
         self.held[relation] = keep
         return [c.piece.kept for c in keep if c.batch < batch_id]
 
+    def union(self, relation: str, frames: list[DataFrame],
+              columns: Callable[[DataFrame], DataFrame]) -> DataFrame:
+        """The union by name of `frames` (`rows`' answer, not empty), each projected by
+        `columns` (the same projection at every call for `relation`): the union the previous
+        call built when its frames begin `frames` (the same run: `rows` only adds copies until
+        its `since` moves), with the new frames added."""
+        assert frames, "a union of no copies"
+        done: tuple[DataFrame, ...] = ()
+        frame: DataFrame | None = None
+        memo = self.unions.get(relation)
+        if memo is not None and _begins(frames, memo[0]):
+            done, frame = memo
+        for f in frames[len(done):]:
+            part = columns(f)
+            frame = part if frame is None else frame.unionByName(part)
+        assert frame is not None
+        self.unions[relation] = (tuple(frames), frame)
+        return frame
+
     def add(self, relation: str, batch_id: int, cached: DataFrame, clean: DataFrame, rows: int) -> bool:
         """Micro-batch `batch_id` appended `clean` to `relation`'s state table, `rows` rows read
         from `cached`, and held as one cached partition (`held.compact`). True when it is held: the
@@ -80,9 +108,15 @@ class Copies:
         return True
 
     def drop(self, relation: str) -> None:
+        self.unions.pop(relation, None)
         for c in self.held.pop(relation, []):
             c.piece.release()
 
     def clear(self) -> None:
         for relation in list(self.held):
             self.drop(relation)
+
+
+def _begins(frames: list[DataFrame], head: tuple[DataFrame, ...]) -> bool:
+    """Whether `frames` begins with the very frames of `head`."""
+    return len(head) <= len(frames) and all(a is b for a, b in zip(head, frames[:len(head)], strict=True))

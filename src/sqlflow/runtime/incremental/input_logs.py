@@ -109,6 +109,32 @@ class InputLogs:
         except (logfiles.Unsupported, OSError, ValueError):
             return None
 
+    def batch_rows(self, spark: SparkSession, relation: str, checkpoint: Path | None,
+                   batch_id: int, k: int) -> int | None:
+        """How many rows micro-batch `batch_id` brought of input `k` (`relation`), whole
+        versions or not: the row counts the input's log records for the files it handed the
+        batch (`source_files.batch_files`, between the batch before's end offset and this
+        one's). None when unknown: no local log read exactly here, the batch before's offsets
+        gone, an offset that is not a Delta one, or a file without a row count."""
+        log = self.log(spark, relation) if checkpoint is not None else None
+        if log is None or checkpoint is None:
+            return None
+        table_dir = Path(os.path.dirname(log))
+        if relation not in self._plain:
+            self._plain[relation] = logfiles.plain_columns(table_dir)
+        ends, befores = offsets.read(checkpoint, batch_id), offsets.read(checkpoint, batch_id - 1)
+        end = ends[k] if k < len(ends) else None
+        if not self._plain[relation] or end is None or (batch_id > 0 and k >= len(befores)):
+            return None
+        start = befores[k] if batch_id > 0 else None
+        if batch_id > 0 and start is None:  # not a Delta offset
+            return None
+        files = source_files.batch_files(table_dir, start, end, snapshot=self._order(table_dir))
+        counts = [(file_stats.stats(add) or {}).get("numRecords") for _, add in files or []]
+        if files is None or not all(isinstance(n, int) for n in counts):
+            return None
+        return sum(counts)  # type: ignore[arg-type]
+
     def run_files(self, spark: SparkSession, relation: str, checkpoint: Path, base: int | None,
                   batch_id: int, k: int) -> list[tuple[int, dict]] | None:
         """The data files input `k` (`relation`) handed the query after the whole version `base`

@@ -71,6 +71,7 @@ from sqlflow.runtime.delta import commitlog, deltalog, once, source_files
 from sqlflow.runtime.delta.no_runtime_filter import no_runtime_filter
 from sqlflow.runtime.delta.sinks import BatchId, WriteResult, committed, write
 from sqlflow.runtime.incremental import (
+    arrow_stats,
     copies,
     held,
     input_logs,
@@ -84,13 +85,15 @@ from sqlflow.runtime.incremental import (
 )
 from sqlflow.runtime.incremental.key_index import Store
 from sqlflow.runtime.ownership import quarantine_sink
-from sqlflow.runtime.small_plan import INTERPRETED_ROWS, small_plan
+from sqlflow.runtime.small_plan import INTERPRETED_ROWS, small_plan, unadaptive
 
 SIDE = "__side"
 # a micro-batch of at most this many new rows (all inputs) hands its output and its state
 # rows to the driver, which appends them with delta-rs (`local_append.append_frame`): at
 # 100 bytes a row, some tens of MB of Arrow for an interval join's output
 LOCAL_ROWS = 200_000
+# `_arrow_stats`' columns beside an input's own: the quarantine reason, the stats' values
+_REASON, _VALUE = "__sqlflow_stat_reason", "__sqlflow_stat_"
 
 
 def side_column(k: int) -> str:
@@ -173,7 +176,7 @@ class MicroBatch(BatchFunction):
         # reading the progress table (only this query writes it while it runs)
         self._recorded: tuple[tuple[int, int], padding.Progress] | None = None
         self._progress_exists = False  # the progress table, once this object has written it
-        self._stat_memo: dict[tuple[int, str], tuple[list[Column], Column]] = {}  # `_stat_columns`
+        self._stat_memo: dict[tuple[int, str], tuple[list[Column], Column, dict[str, Column]]] = {}  # `_stat_columns`
         self._lookups: dict[str, tuple[tuple[str, str], ...]] | None = None  # `_keyed`
         began = time.monotonic()
         self.last_rows = {b.relation: began for b in sides}  # when each input last brought rows
@@ -194,8 +197,11 @@ class MicroBatch(BatchFunction):
         kept: set[int] = set()  # inputs whose new rows a held run keeps cached
         copied: set[int] = set()  # inputs whose new rows `copies` keeps cached
         try:
+            arrows: dict[str, pa.Table] = {}  # clean new rows on the driver, of inputs held by key
             with phase("stats"):
-                stats = self._log_stats(spark, batch_id) or self._stats(sides)
+                stats = self._log_stats(spark, batch_id)
+                if stats is None:
+                    stats, arrows = self._arrow_stats(spark, batch_id, sides) or (self._stats(sides), {})
             counts = stats.rows
             # few new rows (the state appends' rows) make few joined rows: the appends go
             # through the driver (`local_append.append_frame`); an outer join's sink append
@@ -224,8 +230,7 @@ class MicroBatch(BatchFunction):
                           batch=self._id(f"{app}__quarantine", batch_id), local=few)
             keeps: dict[str, list[tuple[str, int, int]] | None] = {}  # `_keep` per joined input
             olds: dict[str, DataFrame] = {}  # each joined input's older rows
-            arrows: dict[str, pa.Table] = {}  # clean new rows on the driver, of inputs held by key
-            if few and self._keyed(spark) and self.held.on_driver:
+            if few and self._keyed(spark) and self.held.on_driver and not arrows:
                 with phase("keys"):
                     arrows = {b.relation: clean[b.relation].toArrow() for b in self.sides
                               if b.relation in self._keyed(spark)}
@@ -440,7 +445,8 @@ class MicroBatch(BatchFunction):
                                after=source.since, exists=True)
         if not found:
             return None
-        rows = state.input_columns(reduce(DataFrame.unionByName, found), self.schemas[b.relation])
+        schema = self.schemas[b.relation]
+        rows = self.copies.union(b.relation, found, lambda f: state.input_columns(f, schema))
         return rows.where(where) if where is not None else rows
 
     def _by_files(self, spark: SparkSession, b: SourceBinding, source: older.Source, batch_id: int,
@@ -720,9 +726,11 @@ class MicroBatch(BatchFunction):
         ranges = self._ranges()
         frames, stats = [], Stats()
         for k, rows in enumerate(sides):
-            aggs, stats.reason_of[k] = self._stat_columns(k, rows, ranges)
+            aggs, stats.reason_of[k], _values = self._stat_columns(k, rows, ranges)
             frames.append(rows.agg(*aggs))
-        for g in reduce(DataFrame.unionByName, frames).collect():
+        with unadaptive(sides[0].sparkSession):  # one Spark job, not one per query stage
+            found = reduce(DataFrame.unionByName, frames).collect()
+        for g in found:
             k, n = g["side"], g["n"]
             relation = self.sides[k].relation
             stats.rows[k] = n
@@ -738,6 +746,52 @@ class MicroBatch(BatchFunction):
             if b.ingest_time:
                 stats.max_ingest.setdefault(b.relation, None)
         return stats
+
+    def _arrow_stats(self, spark: SparkSession, batch_id: int, sides: list[DataFrame]
+                     ) -> tuple[Stats, dict[str, pa.Table]] | None:
+        """`_stats` of a small batch whose every input is held by key on the driver (`_keyed`),
+        counted on the driver from the rows that go there anyway: each input's new rows are
+        taken to the driver once (`toArrow`, the job that also fills their cache), with the
+        quarantine reason and the values the stats' aggregates take extremes of computed by
+        Spark beside them (the same column expressions, `_stat_columns`); the counts, reasons
+        and extremes are read from those columns, and the clean rows are the rows without a
+        reason. One Spark job per input instead of the stats job plus one per input held by
+        key. None when it does not apply: an outer join, inputs held in Spark, or more than
+        `LOCAL_ROWS` new rows in all, or a count the inputs' logs do not give
+        (`InputLogs.batch_rows`: known before any row is read)."""
+        keyed = self._keyed(spark)
+        if self.outer or not self.held.on_driver or any(b.relation not in keyed for b in self.sides):
+            return None
+        total = 0
+        for k, b in enumerate(self.sides):
+            n = self.logs.batch_rows(spark, b.relation, self.checkpoint, batch_id, k)
+            if n is None:
+                return None
+            total += n
+        if total > LOCAL_ROWS:
+            return None
+        ranges, stats, arrows = self._ranges(), Stats(), {}
+        for k, b in enumerate(self.sides):
+            _aggs, reason, values = self._stat_columns(k, sides[k], ranges)
+            stats.reason_of[k] = reason
+            columns = sides[k].columns
+            table = sides[k].select("*", reason.alias(_REASON),
+                                    *[v.alias(f"{_VALUE}{name}") for name, v in values.items()]).toArrow()
+            counted = arrow_stats.count(table, _REASON, {name: f"{_VALUE}{name}" for name in values})
+            stats.rows[k] = table.num_rows
+            for why, n in counted.reasons.items():
+                stats.reasons[why] = stats.reasons.get(why, 0) + n
+            if counted.clean:
+                stats.max_ingest[b.relation] = counted.highs.get("ingest")
+                for j, r in enumerate(ranges):
+                    low, high = counted.lows.get(f"range{j}"), counted.highs.get(f"range{j}")
+                    if r.other == b.relation and low is not None and high is not None:
+                        stats.bounds[r] = (low, high)
+            arrows[b.relation] = counted.rows.select(columns)
+        for b in self.sides:
+            if b.ingest_time:
+                stats.max_ingest.setdefault(b.relation, None)
+        return stats, arrows
 
     def _log_stats(self, spark: SparkSession, batch_id: int) -> Stats | None:
         """`_stats` without a Spark job, from the Delta statistics of the files each input's new
@@ -778,8 +832,10 @@ class MicroBatch(BatchFunction):
             return None
         return log_stats.Rule(needed[0], ingest, b.allowed_lateness_us, b.future_tolerance_us, ranged)
 
-    def _stat_columns(self, k: int, rows: DataFrame, ranges: list[PruneRange]) -> tuple[list[Column], Column]:
-        """Input `k`'s aggregates for `_stats` and its quarantine reason column, built at the
+    def _stat_columns(self, k: int, rows: DataFrame, ranges: list[PruneRange]
+                      ) -> tuple[list[Column], Column, dict[str, Column]]:
+        """Input `k`'s aggregates for `_stats`, its quarantine reason column and the per-row
+        values the aggregates take extremes of (`_arrow_stats` reads those), built at the
         query's first micro-batch and reused by every later one (per column layout of the new
         rows): expressions by column name, valid over any batch's rows. Building them costs
         about 1,100 JVM round trips per micro-batch of a two-input join (each `functions` call
@@ -790,16 +846,16 @@ class MicroBatch(BatchFunction):
             times = Q.event_times(rows, b, model=self.plan.model)
             reason = Q.reason_of(times, b)
             clean = reason.isNull()
-            aggs = [F.lit(k).alias("side"), F.count(F.lit(1)).alias("n"),
-                    F.max(F.when(clean, F.unix_micros(times.ingest))).alias("ingest")]
+            # per row, over clean rows only (NULL otherwise): what the aggregates take extremes of
+            values = {"ingest": F.when(clean, F.unix_micros(times.ingest))}
+            values.update({f"range{j}": F.when(clean, _micros(rows, r.other_column))
+                           for j, r in enumerate(ranges) if r.other == b.relation})
+            aggs = [F.lit(k).alias("side"), F.count(F.lit(1)).alias("n"), F.max(values["ingest"]).alias("ingest")]
             aggs += [F.count_if(reason == r).alias(r) for r in Q.REASONS]
-            for j, r in enumerate(ranges):
-                if r.other == b.relation:
-                    t = _micros(rows, r.other_column)
-                    aggs += [F.min(F.when(clean, t)).alias(f"low{j}"), F.max(F.when(clean, t)).alias(f"high{j}")]
-                else:
-                    aggs += [F.lit(None).cast("bigint").alias(f"low{j}"), F.lit(None).cast("bigint").alias(f"high{j}")]
-            self._stat_memo[key] = (aggs, reason)
+            for j, _r in enumerate(ranges):
+                v = values.get(f"range{j}", F.lit(None).cast("bigint"))
+                aggs += [F.min(v).alias(f"low{j}"), F.max(v).alias(f"high{j}")]
+            self._stat_memo[key] = (aggs, reason, values)
         return self._stat_memo[key]
 
     def _ranges(self) -> list[PruneRange]:
