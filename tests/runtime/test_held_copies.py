@@ -84,3 +84,5 @@ def test_the_union_of_a_run_s_copies_grows_by_the_new_copy_and_is_rebuilt_when_s
     assert c.union("u", [frames[3]], columns) == ["r3"]  # per input
     c.drop("t")
     assert "t" not in c.unions
+    c.clear()  # the query ends: no union is kept, of any input
+    assert c.unions == {}

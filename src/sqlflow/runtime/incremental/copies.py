@@ -115,6 +115,7 @@ class Copies:
     def clear(self) -> None:
         for relation in list(self.held):
             self.drop(relation)
+        self.unions.clear()
 
 
 def _begins(frames: list[DataFrame], head: tuple[DataFrame, ...]) -> bool:
