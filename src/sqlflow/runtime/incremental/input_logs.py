@@ -97,10 +97,8 @@ class InputLogs:
         log, start, end = found
         if end.version is None or end.version == start.version:
             return []
-        table_dir = Path(os.path.dirname(log))
-        if relation not in self._plain:
-            self._plain[relation] = logfiles.plain_columns(table_dir)
-        if not self._plain[relation]:
+        table_dir = self._plain_dir(log, relation)
+        if table_dir is None:
             return None
         if start.version is not None:
             return self._commit_adds(log, start.version, end.version)
@@ -117,14 +115,12 @@ class InputLogs:
         one's). None when unknown: no local log read exactly here, the batch before's offsets
         gone, an offset that is not a Delta one, or a file without a row count."""
         log = self.log(spark, relation) if checkpoint is not None else None
-        if log is None or checkpoint is None:
+        table_dir = None if log is None else self._plain_dir(log, relation)
+        if table_dir is None or checkpoint is None:
             return None
-        table_dir = Path(os.path.dirname(log))
-        if relation not in self._plain:
-            self._plain[relation] = logfiles.plain_columns(table_dir)
         ends, befores = offsets.read(checkpoint, batch_id), offsets.read(checkpoint, batch_id - 1)
         end = ends[k] if k < len(ends) else None
-        if not self._plain[relation] or end is None or (batch_id > 0 and k >= len(befores)):
+        if end is None or (batch_id > 0 and k >= len(befores)):
             return None
         start = befores[k] if batch_id > 0 else None
         if batch_id > 0 and start is None:  # not a Delta offset
@@ -142,17 +138,22 @@ class InputLogs:
         which it is live (`source_files.batch_files`; a run is named whole, however many
         commits it spans); None when unknown (`new_files`)."""
         log = self.log(spark, relation)
-        if log is None:
-            return None
-        table_dir = Path(os.path.dirname(log))
-        if relation not in self._plain:
-            self._plain[relation] = logfiles.plain_columns(table_dir)
+        table_dir = None if log is None else self._plain_dir(log, relation)
         ends = offsets.read(checkpoint, batch_id)
         end = ends[k] if k < len(ends) else None
-        if not self._plain[relation] or end is None:
+        if table_dir is None or end is None:
             return None
         start = None if base is None else offsets.Offset(base + 1, -1, False)
         return source_files.batch_files(table_dir, start, end, snapshot=self._order(table_dir))
+
+    def _plain_dir(self, log: str, relation: str) -> Path | None:
+        """The table folder of `relation`'s local log `log` when its statistics and adds name
+        the columns as the rows do (`logfiles.plain_columns`, asked once per input); None:
+        column mapping, read nothing exactly here."""
+        table_dir = Path(os.path.dirname(log))
+        if relation not in self._plain:
+            self._plain[relation] = logfiles.plain_columns(table_dir)
+        return table_dir if self._plain[relation] else None
 
     def _order(self, table_dir: Path) -> Callable[[int], list[dict]]:
         """`source_files.snapshot_order` of the table, read once per version (one per table:

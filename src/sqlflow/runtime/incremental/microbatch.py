@@ -731,20 +731,10 @@ class MicroBatch(BatchFunction):
         with unadaptive(sides[0].sparkSession):  # one Spark job, not one per query stage
             found = reduce(DataFrame.unionByName, frames).collect()
         for g in found:
-            k, n = g["side"], g["n"]
-            relation = self.sides[k].relation
-            stats.rows[k] = n
-            for why in Q.REASONS:
-                if g[why]:
-                    stats.reasons[why] = stats.reasons.get(why, 0) + g[why]
-            if n > sum(g[r] for r in Q.REASONS):  # the input has clean rows
-                stats.max_ingest[relation] = g["ingest"]
-                for j, r in enumerate(ranges):
-                    if r.other == relation and g[f"low{j}"] is not None:
-                        stats.bounds[r] = (g[f"low{j}"], g[f"high{j}"])
-        for b in self.sides:
-            if b.ingest_time:
-                stats.max_ingest.setdefault(b.relation, None)
+            k = g["side"]
+            stats.add(k, self.sides[k].relation, g["n"], {why: g[why] for why in Q.REASONS}, g["ingest"],
+                      {j: (g[f"low{j}"], g[f"high{j}"]) for j in range(len(ranges))}, ranges)
+        stats.settle(self.sides)
         return stats
 
     def _arrow_stats(self, spark: SparkSession, batch_id: int, sides: list[DataFrame]
@@ -778,19 +768,11 @@ class MicroBatch(BatchFunction):
             table = sides[k].select("*", reason.alias(_REASON),
                                     *[v.alias(f"{_VALUE}{name}") for name, v in values.items()]).toArrow()
             counted = arrow_stats.count(table, _REASON, {name: f"{_VALUE}{name}" for name in values})
-            stats.rows[k] = table.num_rows
-            for why, n in counted.reasons.items():
-                stats.reasons[why] = stats.reasons.get(why, 0) + n
-            if counted.clean:
-                stats.max_ingest[b.relation] = counted.highs.get("ingest")
-                for j, r in enumerate(ranges):
-                    low, high = counted.lows.get(f"range{j}"), counted.highs.get(f"range{j}")
-                    if r.other == b.relation and low is not None and high is not None:
-                        stats.bounds[r] = (low, high)
+            stats.add(k, b.relation, table.num_rows, counted.reasons, counted.highs.get("ingest"),
+                      {j: (counted.lows.get(f"range{j}"), counted.highs.get(f"range{j}"))
+                       for j in range(len(ranges))}, ranges)
             arrows[b.relation] = counted.rows.select(columns)
-        for b in self.sides:
-            if b.ingest_time:
-                stats.max_ingest.setdefault(b.relation, None)
+        stats.settle(self.sides)
         return stats, arrows
 
     def _log_stats(self, spark: SparkSession, batch_id: int) -> Stats | None:
@@ -813,9 +795,7 @@ class MicroBatch(BatchFunction):
             for r in ranges:
                 if found.rows and r.other == b.relation and r.other_column.lower() in found.ranges:
                     stats.bounds[r] = found.ranges[r.other_column.lower()]
-        for b in self.sides:
-            if b.ingest_time:
-                stats.max_ingest.setdefault(b.relation, None)
+        stats.settle(self.sides)
         return stats
 
     def _rule(self, b: SourceBinding, ranges: list[PruneRange]) -> log_stats.Rule | None:
@@ -1099,6 +1079,28 @@ class Stats:
     bounds: dict[PruneRange, tuple[int, int]] = dataclasses.field(default_factory=dict)
     max_ingest: dict[str, int | None] = dataclasses.field(default_factory=dict)
     proven_clean: bool = False  # from the files' statistics: every new row is clean (`log_stats`)
+
+    def add(self, k: int, relation: str, rows: int, reasons: dict[str, int], ingest: int | None,
+            extremes: dict[int, tuple[int | None, int | None]], ranges: list[PruneRange]) -> None:
+        """Input `k`'s counts, however counted (`MicroBatch._stats`, `_arrow_stats`): its rows,
+        its quarantined rows per reason, and over its clean rows (if any) its newest ingest
+        time and the (lowest, highest) of each prune range `j` whose other side it is."""
+        self.rows[k] = rows
+        for why, n in reasons.items():
+            if n:
+                self.reasons[why] = self.reasons.get(why, 0) + n
+        if rows > sum(reasons.values()):  # the input has clean rows
+            self.max_ingest[relation] = ingest
+            for j, r in enumerate(ranges):
+                low, high = extremes.get(j, (None, None))
+                if r.other == relation and low is not None and high is not None:
+                    self.bounds[r] = (low, high)
+
+    def settle(self, sides: list[SourceBinding]) -> None:
+        """Every input with an ingest time has an entry in `max_ingest` (None: no clean row)."""
+        for b in sides:
+            if b.ingest_time:
+                self.max_ingest.setdefault(b.relation, None)
 
 
 def _embedded(spark: SparkSession) -> bool:
