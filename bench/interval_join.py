@@ -91,6 +91,7 @@ class Measure:
     rows_out: int = 0
     seconds: float = 0.0
     peak_heap_mb: float = 0.0
+    live_heap_mb: float = 0.0  # the most the heap held right after a collection (`HeapSampler`)
     batches: int | None = None
     error: str | None = None
     differs: str | None = None
@@ -102,34 +103,65 @@ class Measure:
 
 
 class HeapSampler:
-    """Peak JVM heap in use while a run is going, sampled every `every` seconds via py4j."""
+    """Peak JVM heap while a run is going, sampled every `every` seconds via py4j: `peak`, the
+    heap in use (live rows and garbage not yet collected: it grows with the heap the JVM may
+    use before it collects), and `live`, the most the heap held right after a collection (the
+    garbage collectors' last `GcInfo`, summed over the heap's pools): what the run kept, the
+    figure that shows state held in the heap (issue 23, item 5). A collection between two
+    samples that is not the last is not seen; the one the sampler asks for at the start is."""
 
     def __init__(self, spark, every: float = 0.1):
         self.jvm, self.every = spark.sparkContext._jvm, every
-        self.peak, self._stop = 0, threading.Event()
+        self.peak, self.live, self._stop = 0, 0, threading.Event()
+        management = self.jvm.java.lang.management.ManagementFactory
+        self._collectors = list(management.getGarbageCollectorMXBeans())
+        self._pools = {p.getName() for p in management.getMemoryPoolMXBeans()
+                       if p.getType().toString() == "Heap memory"}
+        self._seen = [-1] * len(self._collectors)
 
     def used(self) -> int:
         rt = self.jvm.java.lang.Runtime.getRuntime()
         return rt.totalMemory() - rt.freeMemory()
 
+    def after_collections(self) -> int:
+        """The heap in use after each collector's newest collection not seen before (the most
+        of them; 0: none since the last call)."""
+        most = 0
+        for i, collector in enumerate(self._collectors):
+            count = collector.getCollectionCount()
+            if count == self._seen[i]:
+                continue
+            self._seen[i] = count
+            info = collector.getLastGcInfo()
+            if info is None:
+                continue
+            after = info.getMemoryUsageAfterGc()
+            most = max(most, sum(after.get(name).getUsed() for name in after.keySet() if name in self._pools))
+        return most
+
     def __enter__(self):
         self.jvm.java.lang.System.gc()
         self.peak = self.used()
+        self.live = self.after_collections()
         self._thread = threading.Thread(target=self._poll, daemon=True)
         self._thread.start()
         return self
 
+    def _sample(self) -> None:
+        self.peak = max(self.peak, self.used())
+        self.live = max(self.live, self.after_collections())
+
     def _poll(self) -> None:
         while not self._stop.wait(self.every):
             try:
-                self.peak = max(self.peak, self.used())
+                self._sample()
             except Exception:  # the JVM is busy shutting a query down: skip a sample
                 pass
 
     def __exit__(self, *exc):
         self._stop.set()
         self._thread.join()
-        self.peak = max(self.peak, self.used())
+        self._sample()
 
 
 def copy_project(folder: Path) -> Path:
@@ -155,7 +187,7 @@ def timed(m: Measure, spark, run: Callable[[], int | None]) -> Measure:
             began = time.monotonic()
             m.batches = run()
             m.seconds = time.monotonic() - began
-        m.peak_heap_mb = heap.peak / 2**20
+        m.peak_heap_mb, m.live_heap_mb = heap.peak / 2**20, heap.live / 2**20
     except Exception as exc:  # a failed run is a result too: report it and go on
         m.error = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         if "--debug" in sys.argv:
@@ -320,7 +352,8 @@ def report(runs: list[Measure], by: dict[str, Measure], every: dict[str, list[Me
     console = Console(highlight=False, width=110)
     table = Table(title="Interval join: clicks to impressions of the previous 20 minutes",
                   title_justify="left")
-    for col in ("run", "rows in", "rows out", "batches", "seconds", "rows/s", "peak heap MB", "result"):
+    for col in ("run", "rows in", "rows out", "batches", "seconds", "rows/s", "peak heap MB",
+                "after GC MB", "result"):
         table.add_column(col, justify="left" if col in ("run", "result") else "right",
                          no_wrap=col == "run")
     for m in runs:
@@ -329,7 +362,8 @@ def report(runs: list[Measure], by: dict[str, Measure], every: dict[str, list[Me
         table.add_row(m.name, f"{m.rows_in:,}", f"{m.rows_out:,}" if not m.error else "-",
                       str(m.batches) if m.batches is not None else "-", f"{m.seconds:.1f}",
                       f"{m.rows_per_s:,.0f}" if not m.error else "-",
-                      f"{m.peak_heap_mb:,.0f}" if not (m.error or m.peer) else "-", result)
+                      f"{m.peak_heap_mb:,.0f}" if not (m.error or m.peer) else "-",
+                      f"{m.live_heap_mb:,.0f}" if not (m.error or m.peer) else "-", result)
     console.print(table)
 
     def ratio(a: str, b: str, target: float | None, label: str) -> None:
