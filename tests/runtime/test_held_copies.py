@@ -62,7 +62,8 @@ def test_past_max_rows_the_copies_are_let_go_and_the_table_serves_until_since_pa
 def test_the_union_of_a_run_s_copies_grows_by_the_new_copy_and_is_rebuilt_when_since_moves():
     """`Copies.union`: each copy is projected and unioned once while its run goes on (the
     union the batch before read, plus the new copy); when `since` moves past a copy, the union
-    is built again from the copies left. Every union holds exactly `rows`' rows, in order."""
+    is built again from the projections of the copies left (each copy projected once). Every
+    union holds exactly `rows`' rows, in order."""
     c = copies.Copies()
     c.begin(0)
     projected: list[list[str]] = []
@@ -80,9 +81,28 @@ def test_the_union_of_a_run_s_copies_grows_by_the_new_copy_and_is_rebuilt_when_s
     assert second == ["r0", "r1", "r2"] and projected[2:] == [["r2"]]  # batch 2's copy only
     assert second.sources[0] is first  # built on the union the batch before read
     moved = c.union("t", c.rows("t", 0, 4), columns)  # batch 0's copy let go: rebuilt
-    assert moved == ["r1", "r2", "r3"] and projected[3:] == [["r1"], ["r2"], ["r3"]]
+    assert moved == ["r1", "r2", "r3"] and projected[3:] == [["r3"]]
+    assert set(c.projected["t"]) == {id(f.compact) for f in frames[1:]}  # batch 0's let go
     assert c.union("u", [frames[3]], columns) == ["r3"]  # per input
     c.drop("t")
-    assert "t" not in c.unions
+    assert "t" not in c.unions and "t" not in c.projected
     c.clear()  # the query ends: no union is kept, of any input
-    assert c.unions == {}
+    assert c.unions == {} and c.projected == {}
+
+
+def test_a_batch_leaves_out_the_copies_outside_the_rows_it_can_match():
+    """`Copies.rows(keep=...)`: a copy whose range of a prune column lies wholly outside
+    every kept range holds no row the batch keeps, so the batch does not read it; it stays
+    held for a later batch whose range reaches it. A copy of unknown range is always read."""
+    c = copies.Copies()
+    c.begin(0)
+    early, late, unknown = Frame(["e"]), Frame(["l"]), Frame(["u"])
+    assert c.add("t", 0, early, early, 1, extent={"ts": (0, 99)})
+    assert c.add("t", 1, late, late, 1, extent={"ts": (200, 299)})
+    assert c.add("t", 2, unknown, unknown, 1)
+    found = c.rows("t", -1, 3, keep=[("TS", 150, 250)])
+    assert found == [late.compact, unknown.compact]
+    assert c.rows("t", -1, 3, keep=[("ts", 50, 60), ("ts", 250, 260)]) == [early.compact, late.compact, unknown.compact]
+    assert c.rows("t", -1, 3, keep=[("other", 0, 1)]) == [early.compact, late.compact, unknown.compact]
+    assert c.rows("t", -1, 3) == [early.compact, late.compact, unknown.compact]  # no pruning
+    assert not early.dropped  # left out, still held

@@ -52,6 +52,8 @@ class Copies:
         self.held: dict[str, list[Copy]] = {}
         # relation -> the frames `union` joined last (from `rows`) and their union
         self.unions: dict[str, tuple[tuple[DataFrame, ...], DataFrame]] = {}
+        # relation -> id(held frame) -> (the frame, its projection by `union`'s `columns`)
+        self.projected: dict[str, dict[int, tuple[DataFrame, DataFrame]]] = {}
 
     def begin(self, batch_id: int) -> None:
         """Micro-batch `batch_id` starts: copies of batches before this object's first are in
@@ -59,44 +61,56 @@ class Copies:
         if self.first is None:
             self.first = batch_id
 
-    def rows(self, relation: str, since: int, batch_id: int) -> list[DataFrame] | None:
+    def rows(self, relation: str, since: int, batch_id: int,
+             keep: list[tuple[str, int, int]] | None = None) -> list[DataFrame] | None:
         """The copies of `relation` of the batches after `since` and before `batch_id`, as the
         frames whose union they are ([] when there are none); None when some may be only in
         the state table. Copies of batches up to `since` are let go: no later micro-batch
-        reads them (`since` only grows within a query)."""
+        reads them (`since` only grows within a query). `keep`: the rows the batch can match
+        (`MicroBatch._keep`; None: every row); a copy whose range lies outside it is left out
+        of this batch's union (`held.disjoint`) and kept for later ones."""
         if self.first is None or since < self.floor.get(relation, self.first - 1):
             return None
-        keep = []
+        kept = []
         for c in self.held.get(relation, []):
             if c.batch <= since:
                 c.piece.release()
             else:
-                keep.append(c)
-        self.held[relation] = keep
-        return [c.piece.kept for c in keep if c.batch < batch_id]
+                kept.append(c)
+        self.held[relation] = kept
+        return [c.piece.kept for c in kept if c.batch < batch_id and not held.disjoint(c.piece.extent, keep)]
 
     def union(self, relation: str, frames: list[DataFrame],
               columns: Callable[[DataFrame], DataFrame]) -> DataFrame:
         """The union by name of `frames` (`rows`' answer, not empty), each projected by
         `columns` (the same projection at every call for `relation`): the union the previous
         call built when its frames begin `frames` (the same run: `rows` only adds copies until
-        its `since` moves), with the new frames added."""
+        its `since` moves), with the new frames added; else built again from the frames'
+        projections, each made once per copy (`projected`)."""
         assert frames, "a union of no copies"
         done: tuple[DataFrame, ...] = ()
         frame: DataFrame | None = None
         memo = self.unions.get(relation)
         if memo is not None and _begins(frames, memo[0]):
             done, frame = memo
+        made = self.projected.setdefault(relation, {})
         for f in frames[len(done):]:
-            part = columns(f)
+            if id(f) not in made:
+                made[id(f)] = (f, columns(f))
+            part = made[id(f)][1]
             frame = part if frame is None else frame.unionByName(part)
         assert frame is not None
         self.unions[relation] = (tuple(frames), frame)
+        live = {id(c.piece.kept) for c in self.held.get(relation, [])}
+        for gone in [i for i in made if i not in live]:  # copies let go
+            del made[gone]
         return frame
 
-    def add(self, relation: str, batch_id: int, cached: DataFrame, clean: DataFrame, rows: int) -> bool:
+    def add(self, relation: str, batch_id: int, cached: DataFrame, clean: DataFrame, rows: int,
+            extent: held.Extent | None = None) -> bool:
         """Micro-batch `batch_id` appended `clean` to `relation`'s state table, `rows` rows read
-        from `cached`, and held as one cached partition (`held.compact`). True when it is held: the
+        from `cached` (`extent`: the range of their prune columns, when known), and held as one
+        cached partition (`held.compact`). True when it is held: the
         caller must not unpersist `cached`. Over `MAX_ROWS` the input's copies are let go and
         the table serves the batches up to this one."""
         copies = self.held.setdefault(relation, [])
@@ -104,11 +118,12 @@ class Copies:
             self.drop(relation)
             self.floor[relation] = batch_id
             return False
-        copies.append(Copy(batch_id, held.Piece(cached, held.compact(clean), rows)))
+        copies.append(Copy(batch_id, held.Piece(cached, held.compact(clean), rows, extent)))
         return True
 
     def drop(self, relation: str) -> None:
         self.unions.pop(relation, None)
+        self.projected.pop(relation, None)
         for c in self.held.pop(relation, []):
             c.piece.release()
 
@@ -116,6 +131,7 @@ class Copies:
         for relation in list(self.held):
             self.drop(relation)
         self.unions.clear()
+        self.projected.clear()
 
 
 def _begins(frames: list[DataFrame], head: tuple[DataFrame, ...]) -> bool:

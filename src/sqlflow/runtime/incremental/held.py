@@ -263,6 +263,25 @@ def _below(extent: Extent | None, floors: dict[str, int]) -> bool:
     return extent is not None and all(c in extent and extent[c][1] < low for c, low in floors.items())
 
 
+def disjoint(extent: Extent | None, keep: list[tuple[str, int, int]] | None) -> bool:
+    """Whether no row of a piece of range `extent` is among the rows `keep` keeps (a row is
+    kept when one of its `(column, low, high)` holds the row's µs in that column; None: every
+    row), so a batch that keeps only those may leave the piece out. False when a column's
+    range is not known.
+
+    >>> keep = [("T", 10, 20)]
+    >>> disjoint({"t": (1, 9)}, keep), disjoint({"t": (21, 30)}, keep), disjoint({"t": (5, 10)}, keep)
+    (True, True, False)
+    >>> disjoint({"t": (1, 9)}, None), disjoint(None, keep), disjoint({"u": (1, 9)}, keep)
+    (False, False, False)
+    """
+    if keep is None or extent is None:
+        return False
+    spans = [extent.get(column.lower()) for column, _, _ in keep]
+    return all(span is not None and (span[1] < low or span[0] > high)
+               for span, (_, low, high) in zip(spans, keep, strict=True))
+
+
 def _merge(run: Run, tier: int) -> None:
     """The run's held pieces of `tier` as one partition, a piece of the tier above, in their
     place (the pieces of a tier are consecutive: older pieces are of higher tiers). It is filled

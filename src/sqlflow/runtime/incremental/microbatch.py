@@ -302,7 +302,8 @@ class MicroBatch(BatchFunction):
                                 location=self._state_location.get(table), local=few)
                             self._state_exists[table] = True
                         # the same rows, held for the next micro-batches' older rows (`copies`)
-                        if self.copies.add(b.relation, batch_id, sides[k], clean[b.relation], counts[k]):
+                        if self.copies.add(b.relation, batch_id, sides[k], clean[b.relation], counts[k],
+                                           extent=self._piece_extent(b, stats)):
                             copied.add(k)
                 self.ledger.record(batch_id, after)
                 if now is not None:
@@ -389,7 +390,7 @@ class MicroBatch(BatchFunction):
         the batch can match and their count, by key (`_probe`), for a run held on the driver."""
         schema = self.schemas[b.relation]
         where = self._keep_column(b, keep)
-        copies = self._copies(spark, b, source, batch_id, where)
+        copies = self._copies(spark, b, source, batch_id, where, keep)
         if source.base is None:
             return copies if copies is not None else state.empty(spark, schema), None
         scanned: list[int | None] = []  # the base version's rows the parts read at most
@@ -429,13 +430,13 @@ class MicroBatch(BatchFunction):
         return (reduce(DataFrame.unionByName, parts) if parts else state.empty(spark, schema)), most
 
     def _copies(self, spark: SparkSession, b: SourceBinding, source: older.Source, batch_id: int,
-                where: Column | None) -> DataFrame | None:
+                where: Column | None, keep: list[tuple[str, int, int]] | None = None) -> DataFrame | None:
         """`b`'s copies in its state table of the batches after `source.since` and before
-        `batch_id`, pruned by `where`: from memory when this object appended them all
-        (`copies`), else read from the table; None when there are none (no state table, or
-        none held)."""
+        `batch_id`, pruned by `where` (`keep` as a filter): from memory when this object
+        appended them all (`copies`: those whose range `keep` can match), else read from the
+        table; None when there are none (no state table, or none held)."""
         table = self.state_tables[b.relation]
-        found = self.copies.rows(b.relation, source.since, batch_id)
+        found = self.copies.rows(b.relation, source.since, batch_id, keep)
         if found is None and source.files:
             return self._file_copies(spark, b, source, batch_id, where)
         if found is None:
