@@ -337,6 +337,47 @@ def test_copies_are_read_from_memory_in_the_query_that_made_them_and_from_the_ta
     assert_same(spark, plan.quarantine, quarantine, drop=("origin",))
 
 
+def test_a_batch_skips_the_held_copies_its_rows_cannot_match_and_reads_those_they_can(spark, setup, monkeypatch):
+    """One commit of 3 files per input, a file per micro-batch: rows at 9:00, at 21:00, and
+    at 9:15-9:30 with a click of an impression at 9:00. Whatever order the source hands the
+    files in, a batch twelve hours from an earlier one leaves that batch's copies out of its
+    union (`held.disjoint`), and the 9:15 click finds its 9:00 impression in whichever batch
+    brings the later of the two. The batch plan's rows."""
+    from sqlflow.runtime.incremental import held
+
+    s = setup
+    plan = s.stream_plans["attributed"]
+    imps, clicks = edge_cases()
+    append(spark, f"{s.ods}.imps", imps, IMP_SCHEMA)
+    append(spark, f"{s.ods}.clicks", clicks, CLICK_SCHEMA)
+    assert [b.batch_id for b in run_stream(s.stream, plan).batches] == [0]
+    files = {  # file -> (impressions, clicks): hours 9, 21 and 9 again
+        0: ([imp(f"s{j}", 1, at(1, 9, j)) for j in range(4)], [click(f"s{j}", at(1, 9, 5 + j)) for j in range(4)]),
+        1: ([imp(f"t{j}", 1, at(1, 21, j)) for j in range(4)], [click(f"t{j}", at(1, 21, 5 + j)) for j in range(4)]),
+        2: ([imp(f"u{j}", 1, at(1, 9, 20 + j)) for j in range(4)],
+            [click(f"u{j}", at(1, 9, 25 + j)) for j in range(4)] + [click("s0", at(1, 9, 15))]),
+    }
+    for side, table, schema in ((0, f"{s.ods}.imps", IMP_SCHEMA), (1, f"{s.ods}.clicks", CLICK_SCHEMA)):
+        # three slices in order (4, 4 and 4 or 5 rows): a file each
+        rows = spark.sparkContext.parallelize([r for pair in files.values() for r in pair[side]], 3)
+        spark.createDataFrame(rows, schema).write.format("delta").mode("append").saveAsTable(table)
+    split = replace(plan, sources=tuple(replace(b, max_files_per_trigger=1) for b in plan.sources))
+    skipped, disjoint = [], held.disjoint
+
+    def spied(extent, keep):
+        out = disjoint(extent, keep)
+        if out:
+            skipped.append(extent)
+        return out
+
+    monkeypatch.setattr(held, "disjoint", spied)
+    assert [b.batch_id for b in run_stream(s.stream, split).batches] == [1, 2, 3]
+    assert skipped and all(high - low < 3_600_000_000 for e in skipped for low, high in e.values())
+    sink, quarantine = s.truth("attributed")
+    assert_same(spark, plan.sink.table, sink)
+    assert spark.table(plan.sink.table).where("req_id = 's0'").count() == 2  # its 9:05 and 9:15 clicks
+
+
 @pytest.mark.parametrize("deleted", [False, True], ids=["appends only", "a delete"])
 def test_a_new_query_reads_an_append_only_input_from_its_first_commit(spark, setup, deleted):
     """A new query reads an input whose every commit only added files from its first commit
