@@ -283,6 +283,16 @@ def test_older_rows_come_from_the_inputs_and_only_a_split_commit_is_copied(spark
     assert_same(spark, plan.quarantine, quarantine, drop=("origin",))
 
 
+def edge_cases_in_batch_0(spark, s):
+    """The edge cases, one commit per input, read by the `attributed` stream's batch 0; its plan."""
+    plan = s.stream_plans["attributed"]
+    imps, clicks = edge_cases()
+    append(spark, f"{s.ods}.imps", imps, IMP_SCHEMA)
+    append(spark, f"{s.ods}.clicks", clicks, CLICK_SCHEMA)
+    assert [b.batch_id for b in run_stream(s.stream, plan).batches] == [0]
+    return plan
+
+
 @pytest.mark.parametrize("named", [True, False], ids=["files named by the log", "state table"])
 def test_copies_are_read_from_memory_in_the_query_that_made_them_and_from_the_table_after_a_restart(
         spark, setup, monkeypatch, named):
@@ -297,11 +307,7 @@ def test_copies_are_read_from_memory_in_the_query_that_made_them_and_from_the_ta
     if not named:
         monkeypatch.setattr(input_logs.InputLogs, "run_files", lambda *a, **k: None)
     s = setup
-    plan = s.stream_plans["attributed"]
-    imps, clicks = edge_cases()
-    append(spark, f"{s.ods}.imps", imps, IMP_SCHEMA)
-    append(spark, f"{s.ods}.clicks", clicks, CLICK_SCHEMA)
-    assert [b.batch_id for b in run_stream(s.stream, plan).batches] == [0]
+    plan = edge_cases_in_batch_0(spark, s)
     for table, rows, schema in ((f"{s.ods}.imps", [imp(f"s{j}", 1, at(1, 9, 3 * j)) for j in range(12)], IMP_SCHEMA),
                                 (f"{s.ods}.clicks", [click(f"s{j}", at(1, 9, 3 * j + 2)) for j in range(12)],
                                  CLICK_SCHEMA)):
@@ -346,11 +352,7 @@ def test_a_batch_skips_the_held_copies_its_rows_cannot_match_and_reads_those_the
     from sqlflow.runtime.incremental import held
 
     s = setup
-    plan = s.stream_plans["attributed"]
-    imps, clicks = edge_cases()
-    append(spark, f"{s.ods}.imps", imps, IMP_SCHEMA)
-    append(spark, f"{s.ods}.clicks", clicks, CLICK_SCHEMA)
-    assert [b.batch_id for b in run_stream(s.stream, plan).batches] == [0]
+    plan = edge_cases_in_batch_0(spark, s)
     files = {  # file -> (impressions, clicks): hours 9, 21 and 9 again
         0: ([imp(f"s{j}", 1, at(1, 9, j)) for j in range(4)], [click(f"s{j}", at(1, 9, 5 + j)) for j in range(4)]),
         1: ([imp(f"t{j}", 1, at(1, 21, j)) for j in range(4)], [click(f"t{j}", at(1, 21, 5 + j)) for j in range(4)]),
