@@ -106,9 +106,11 @@ class HeapSampler:
     """Peak JVM heap while a run is going, sampled every `every` seconds via py4j: `peak`, the
     heap in use (live rows and garbage not yet collected: it grows with the heap the JVM may
     use before it collects), and `live`, the most the heap held right after a collection (the
-    garbage collectors' last `GcInfo`, summed over the heap's pools): what the run kept, the
-    figure that shows state held in the heap (issue 23, item 5). A collection between two
-    samples that is not the last is not seen; the one the sampler asks for at the start is."""
+    garbage collectors' last `GcInfo`, summed over the heap's pools): at most what the run
+    kept (after a young collection the old generation may still hold garbage a later mixed
+    collection reclaims), the figure that shows state held in the heap (issue 23, item 5). A
+    collection between two samples that is not the last is not seen; the one the sampler asks
+    for at the start is."""
 
     def __init__(self, spark, every: float = 0.1):
         self.jvm, self.every = spark.sparkContext._jvm, every
