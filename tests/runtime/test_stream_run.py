@@ -377,6 +377,7 @@ def test_a_batch_skips_the_held_copies_its_rows_cannot_match_and_reads_those_the
     assert skipped and all(high - low < 3_600_000_000 for e in skipped for low, high in e.values())
     sink, quarantine = s.truth("attributed")
     assert_same(spark, plan.sink.table, sink)
+    assert_same(spark, plan.quarantine, quarantine, drop=("origin",))
     assert spark.table(plan.sink.table).where("req_id = 's0'").count() == 2  # its 9:05 and 9:15 clicks
 
 

@@ -28,8 +28,9 @@ A micro-batch reads only the copies whose range of a prune column (`held.Extent`
 stats pass of the batch that made them) meets the rows it can match (`rows(keep=...)`): the
 others would give it no row under its prune filter. Read, a run's n-th batch joined a union of
 n - 1 copies, a task and a plan node each (the sink's join 0.26 s at the second batch, 0.67 s
-at the 16th); left out, a run's batches cost about the same (`bench/interval_join.py --rows
-1000000 --batches 20`, 2026-12-06: 14.6 and 13.9 s against 16.8 and 20.0 s).
+at the 16th). Left out, a batch of that run read 0 to 11 of its copies per input, as far as
+its new rows' range reached (`bench/interval_join.py --rows 1000000 --batches 20`,
+2026-12-06: 14.6 and 13.9 s against 16.8 and 20.0 s).
 """
 
 from __future__ import annotations
