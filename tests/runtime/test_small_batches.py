@@ -390,9 +390,10 @@ def test_batches_whose_file_statistics_prove_every_row_clean_run_no_stats_job(sp
     assert_same(spark, s.stream_plans["attributed"].quarantine, quarantine, drop=("origin",))
 
 
-def commit_one(spark, table, rows, schema):
-    """One commit of one file."""
-    spark.createDataFrame(rows, schema).coalesce(1).write.format("delta").mode("append").saveAsTable(table)
+def commit_one(spark, table, rows, schema, files=1):
+    """One commit of `files` files (of consecutive rows; fewer when it has fewer rows)."""
+    frame = spark.createDataFrame(spark.sparkContext.parallelize(rows, files), schema)
+    frame.write.format("delta").mode("append").saveAsTable(table)
 
 
 def test_a_small_batch_runs_its_plan_without_code_generation_and_a_large_one_with_it(spark):
@@ -519,14 +520,17 @@ def test_a_small_batch_joins_in_one_job_by_hashing_its_new_rows_without_a_shuffl
     assert_same(spark, plan.sink.table, sink)
 
 
-@pytest.mark.parametrize("seed", [7])
-def test_a_running_query_looks_its_held_rows_up_by_key_and_equals_the_batch_plan(spark, setup, monkeypatch, seed):
+@pytest.mark.parametrize("seed, files", [(7, 1), (11, 2)], ids=["a commit a batch", "a file a batch"])
+def test_a_running_query_looks_its_held_rows_up_by_key_and_equals_the_batch_plan(
+        spark, setup, monkeypatch, seed, files):
     """On the embedded `local` target a running query holds each input's batches on the
     driver and hands the join only the held rows whose keys a new row of the other input has
     (`runtime.incremental.keyed`, `key_index`). The edge cases and random rows (NULL keys, repeated keys,
     rows at the interval's bounds, late and malformed rows) in random chunks and order, a
     commit per chunk, into one running query: held rows were looked up, fewer handed over than
-    held, and sink and quarantine equal the batch plan's, row for row."""
+    held, and sink and quarantine equal the batch plan's, row for row. With `files` files a
+    commit read a file a micro-batch, batches end inside versions too: those take only the
+    columns looked up by to the driver (`MicroBatch._to_run`), and the rows are the same."""
     import random
 
     from runtime.adkit import edge_cases, random_rows
@@ -555,22 +559,32 @@ def test_a_running_query_looks_its_held_rows_up_by_key_and_equals_the_batch_plan
 
     monkeypatch.setattr(key_index.Store, "matching", counted)
     on_driver: list[int] = []  # batches whose stats were counted from their rows as Arrow
+    narrow: list[int] = []  # ... of which some input's new rows went there without every column
     arrow_stats_of = microbatch.MicroBatch._arrow_stats
 
     def arrow_stats(self, spark_, batch_id, sides):
         found = arrow_stats_of(self, spark_, batch_id, sides)
         if found is not None:
             on_driver.append(batch_id)
+            _stats, whole, keys = found
+            assert set(whole) <= set(keys) and all(whole[r] is keys[r] for r in whole)
+            cut = [k for k, r in enumerate(keys) if r not in whole]
+            assert all(keys[r].num_columns < len(sides[k].columns) for k, r in enumerate(keys) if k in cut)
+            if any(keys[r].num_rows for k, r in enumerate(keys) if k in cut):  # (else: no new rows)
+                narrow.append(batch_id)
         return found
 
     monkeypatch.setattr(microbatch.MicroBatch, "_arrow_stats", arrow_stats)
+    if files > 1:
+        plan = dataclasses.replace(plan, sources=tuple(
+            dataclasses.replace(b, max_files_per_trigger=1) for b in plan.sources))
     query, fn = start_stream(s.stream, plan, trigger="0.5 seconds")
     try:
         while todo:
             n = rnd.randint(1, 3)
             group, todo = todo[:n], todo[n:]
             for table, rows, schema in group:
-                commit_one(spark, table, rows, schema)
+                commit_one(spark, table, rows, schema, files)
             query.processAllAvailable()
     finally:
         query.stop()
@@ -581,6 +595,7 @@ def test_a_running_query_looks_its_held_rows_up_by_key_and_equals_the_batch_plan
     # their quarantine rows are the batch plan's too
     quarantined = {b.batch_id for b in fn.reports if b.kind == "batch" and b.quarantined}
     assert quarantined and quarantined <= set(on_driver), (quarantined, on_driver)
+    assert bool(narrow) is (files > 1), (narrow, on_driver)
     sink, quarantine = s.truth("attributed")
     assert_same(spark, plan.sink.table, sink)
     assert_same(spark, plan.quarantine, quarantine, drop=("origin",))
