@@ -364,9 +364,12 @@ class MicroBatch(BatchFunction):
         it (`older.new_rows`; none when the batch brought it nothing: the envelope's empty
         slice under `LIMIT 0`, which Spark's optimizer removes from the join; an empty frame
         built by `createDataFrame` cost about 0.1 s a batch on a loaded two-core machine),
-        else taken from the envelope, flat and cached (the filter on the envelope's side
-        prunes the other inputs' branches, and a cache of flat columns is scanned far faster
-        than one of the envelope's structs). A table read is cached only
+        else taken from the envelope, flat and cached (a cache of flat columns is scanned far
+        faster than one of the envelope's structs). The filter on the envelope's side does
+        not prune the other inputs' files: `foreachBatch` hands the batch as one scan of them
+        all (a `LogicalRDD`), so each input's cache is filled by a job that reads every file
+        of the batch (an event log of the 1M/20 run, 2026-12-06; taking both inputs in one
+        job was tried and not kept, README). A table read is cached only
         for an outer join, whose padding and state append read the new rows again; an inner
         join reads them twice (stats, join), and a column-pruned scan costs less than a cache.
         New rows that came in under `input_logs.SMALL_BATCH_BYTES` of files are cached as one
