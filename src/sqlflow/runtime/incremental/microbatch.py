@@ -789,9 +789,9 @@ class MicroBatch(BatchFunction):
         reason. One Spark job per input instead of the stats job plus one per input held by
         key. Returns the stats, per input the clean rows when a held run may take them
         (`_to_run`: every column), and per input the clean rows' columns `_probe` reads (all of
-        them when taken whole): a batch inside a version takes only those, the rest of each row
-        stays in Spark (1M rows in 20 micro-batches: 0.03-0.05 s less a batch per input,
-        2026-12-06). None when it does not apply: an outer join, inputs held in Spark, or more than
+        them when taken whole): a batch that begins or ends inside a version takes only those,
+        the rest of each row stays in Spark (1M rows in 20 micro-batches: the stats phase about
+        0.05 s less a batch, 2026-12-06, README). None when it does not apply: an outer join, inputs held in Spark, or more than
         `LOCAL_ROWS` new rows in all, or a count the inputs' logs do not give
         (`InputLogs.batch_rows`: known before any row is read)."""
         keyed = self._keyed(spark)
