@@ -110,9 +110,12 @@ def call_counter(spark, folder: Path, name: str, returns: str) -> Path:
     return calls
 
 
-def append(spark, table, rows, schema):
-    """One commit, one file: one micro-batch of a `max_files_per_trigger=1` reader."""
-    spark.createDataFrame(rows, schema).coalesce(1).write.format("delta").mode("append").saveAsTable(table)
+def append(spark, table, rows, schema, files=1):
+    """One commit of `files` files of consecutive rows (fewer when it has fewer rows): with
+    one file, one micro-batch of a `max_files_per_trigger=1` reader."""
+    frame = (spark.createDataFrame(rows, schema).coalesce(1) if files == 1
+             else spark.createDataFrame(spark.sparkContext.parallelize(rows, files), schema))
+    frame.write.format("delta").mode("append").saveAsTable(table)
 
 
 def chunks(rnd, rows, table, schema):

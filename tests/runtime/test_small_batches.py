@@ -22,7 +22,7 @@ from urllib.parse import unquote, urlparse
 import pytest
 from pyspark.sql import functions as F
 
-from runtime.adkit import CLICK_SCHEMA, IMP_SCHEMA, assert_same, at, click, imp, setup_projects
+from runtime.adkit import CLICK_SCHEMA, IMP_SCHEMA, append, assert_same, at, click, imp, setup_projects
 from sqlflow.runtime.delta import deltalog, file_stats
 from sqlflow.runtime.dispatch import run_stream
 from sqlflow.runtime.incremental import microbatch, older, window
@@ -373,7 +373,7 @@ def test_batches_whose_file_statistics_prove_every_row_clean_run_no_stats_job(sp
         for n in range(max(len(imp_commits), len(click_commits))):
             for table, commits, schema in (("imps", imp_commits, IMP_SCHEMA), ("clicks", click_commits, CLICK_SCHEMA)):
                 if n < len(commits):
-                    commit_one(spark, f"{s.ods}.{table}", commits[n], schema)
+                    append(spark, f"{s.ods}.{table}", commits[n], schema)
             query.processAllAvailable()
     finally:
         query.stop()
@@ -388,12 +388,6 @@ def test_batches_whose_file_statistics_prove_every_row_clean_run_no_stats_job(sp
     sink, quarantine = s.truth("attributed")
     assert_same(spark, plan.sink.table, sink)
     assert_same(spark, s.stream_plans["attributed"].quarantine, quarantine, drop=("origin",))
-
-
-def commit_one(spark, table, rows, schema, files=1):
-    """One commit of `files` files (of consecutive rows; fewer when it has fewer rows)."""
-    frame = spark.createDataFrame(spark.sparkContext.parallelize(rows, files), schema)
-    frame.write.format("delta").mode("append").saveAsTable(table)
 
 
 def test_a_small_batch_runs_its_plan_without_code_generation_and_a_large_one_with_it(spark):
@@ -498,7 +492,7 @@ def test_a_small_batch_joins_in_one_job_by_hashing_its_new_rows_without_a_shuffl
             for table, rows, schema in (("imps", imps, IMP_SCHEMA), ("clicks", clicks, CLICK_SCHEMA)):
                 n = rnd.randint(0, 6)
                 if rows[:n]:
-                    commit_one(spark, f"{s.ods}.{table}", rows[:n], schema)
+                    append(spark, f"{s.ods}.{table}", rows[:n], schema)
                 del rows[:n]
             query.processAllAvailable()
     finally:
@@ -584,7 +578,7 @@ def test_a_running_query_looks_its_held_rows_up_by_key_and_equals_the_batch_plan
             n = rnd.randint(1, 3)
             group, todo = todo[:n], todo[n:]
             for table, rows, schema in group:
-                commit_one(spark, table, rows, schema, files)
+                append(spark, table, rows, schema, files)
             query.processAllAvailable()
     finally:
         query.stop()

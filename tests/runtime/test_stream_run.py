@@ -361,8 +361,7 @@ def test_a_batch_skips_the_held_copies_its_rows_cannot_match_and_reads_those_the
     }
     for side, table, schema in ((0, f"{s.ods}.imps", IMP_SCHEMA), (1, f"{s.ods}.clicks", CLICK_SCHEMA)):
         # three slices in order (4, 4 and 4 or 5 rows): a file each
-        rows = spark.sparkContext.parallelize([r for pair in files.values() for r in pair[side]], 3)
-        spark.createDataFrame(rows, schema).write.format("delta").mode("append").saveAsTable(table)
+        append(spark, table, [r for pair in files.values() for r in pair[side]], schema, files=3)
     split = replace(plan, sources=tuple(replace(b, max_files_per_trigger=1) for b in plan.sources))
     skipped, disjoint = [], held.disjoint
 

@@ -604,18 +604,13 @@ class MicroBatch(BatchFunction):
         return start is not None and end is not None and start != end
 
     def _probed(self, b: SourceBinding) -> list[str]:
-        """`b`'s columns that `_probe` looks the other input's held rows up by (all a batch
-        that extends no run needs of `b`'s new rows on the driver)."""
-        return list(dict.fromkeys(theirs for other in self.sides if other is not b
-                                  for _, theirs in self._keyed_pairs(other, b)))
-
-    def _keyed_pairs(self, b: SourceBinding, other: SourceBinding) -> tuple[tuple[str, str], ...]:
-        """The (b's column, other's column) pairs `b`'s held rows are looked up by, when they
-        are looked up by `other`'s new rows; none otherwise."""
+        """`b`'s columns that `_probe` looks the other input's held rows up by (the other
+        input's `_keyed` pairs, whose second column is `b`'s): all a batch that extends no run
+        needs of `b`'s new rows on the driver."""
         assert self._lookups is not None, "`_keyed` runs first, at the start of every micro-batch"
-        if other.relation not in {p.other for p in b.keys}:
-            return ()
-        return self._lookups.get(b.relation, ())
+        return list(dict.fromkeys(theirs for other in self.sides
+                                  if other is not b and b.relation in {p.other for p in other.keys}
+                                  for _, theirs in self._lookups.get(other.relation, ())))
 
     def _keyed(self, spark: SparkSession) -> dict[str, tuple[tuple[str, str], ...]]:
         """Per joined input whose held rows are looked up by key (`keyed`), the pairs (its
