@@ -524,7 +524,8 @@ def test_a_running_query_looks_its_held_rows_up_by_key_and_equals_the_batch_plan
     commit per chunk, into one running query: held rows were looked up, fewer handed over than
     held, and sink and quarantine equal the batch plan's, row for row. With `files` files a
     commit read a file a micro-batch, batches end inside versions too: those take only the
-    columns looked up by to the driver (`MicroBatch._to_run`), and the rows are the same."""
+    columns looked up by to the driver (`MicroBatch._to_run`), and the rows are the same.
+    Every batch after the first reads its new rows from the inputs' own files (`own_files`)."""
     import random
 
     from runtime.adkit import edge_cases, random_rows
@@ -569,6 +570,16 @@ def test_a_running_query_looks_its_held_rows_up_by_key_and_equals_the_batch_plan
         return found
 
     monkeypatch.setattr(microbatch.MicroBatch, "_arrow_stats", arrow_stats)
+    own: list[int] = []  # batches (inputs) whose new rows were read from the input's own files
+    own_rows = microbatch.MicroBatch._own_rows
+
+    def own_rows_of(self, spark_, batch_id, k):
+        found = own_rows(self, spark_, batch_id, k)
+        if found is not None:
+            own.append(batch_id)
+        return found
+
+    monkeypatch.setattr(microbatch.MicroBatch, "_own_rows", own_rows_of)
     if files > 1:
         plan = dataclasses.replace(plan, sources=tuple(
             dataclasses.replace(b, max_files_per_trigger=1) for b in plan.sources))
@@ -590,6 +601,8 @@ def test_a_running_query_looks_its_held_rows_up_by_key_and_equals_the_batch_plan
     quarantined = {b.batch_id for b in fn.reports if b.kind == "batch" and b.quarantined}
     assert quarantined and quarantined <= set(on_driver), (quarantined, on_driver)
     assert bool(narrow) is (files > 1), (narrow, on_driver)
+    # every batch after the first read its new rows from the inputs' own files (`own_files`)
+    assert len(set(own)) >= len({b.batch_id for b in fn.reports if b.kind == "batch"}) - 1, own
     sink, quarantine = s.truth("attributed")
     assert_same(spark, plan.sink.table, sink)
     assert_same(spark, plan.quarantine, quarantine, drop=("origin",))

@@ -120,26 +120,56 @@ def plain_columns(table_dir: Path) -> bool:
     """Whether the local Delta table at `table_dir` names its columns in its data files and
     statistics as its schema does: no column mapping in its newest metadata (the newest
     commit's that has one, else the newest checkpoint's). False when that cannot be read here."""
-    log = table_dir / "_delta_log"
-    metadata: dict[str, Any] | None = None
-    try:
-        found, todo = _segment(log)
-        for v in reversed(todo):
-            metadata = next((a["metaData"] for a in commit(log, v) if isinstance(a, dict) and a.get("metaData")),
-                            None)
-            if metadata is not None:
-                break
-        if metadata is None and found is not None:
-            import pyarrow.parquet as pq
-
-            for part in found[1]:
-                rows = pq.read_table(part, columns=["metaData"]).column("metaData").to_pylist()
-                metadata = next((m for m in rows if m), metadata)
-    except (Unsupported, OSError, ValueError, KeyError):
-        return False
+    metadata = newest(table_dir, "metaData")
     if metadata is None:
         return False
     return _map(metadata.get("configuration")).get("delta.columnMapping.mode", "none") == "none"
+
+
+# reader features whose tables' data files a plain Parquet read gives the same rows as Delta's
+# (a file with a deletion vector is refused file by file: `_apply`, `source_files.plain_commit`)
+PLAIN_READER_FEATURES = frozenset({"timestampNtz", "deletionVectors", "vacuumProtocolCheck"})
+
+
+def plain_parquet(table_dir: Path) -> list[str] | None:
+    """The partition columns (in order) of the local Delta table at `table_dir` when a plain
+    Parquet read of its data files (with its schema, partition values from their folders)
+    gives the rows Delta reads from them: no column mapping (`plain_columns`) and a newest
+    protocol that asks readers for nothing else (reader version 1, or only
+    `PLAIN_READER_FEATURES`). None when not, or when that cannot be read here."""
+    protocol, metadata = newest(table_dir, "protocol"), newest(table_dir, "metaData")
+    if protocol is None or metadata is None or not plain_columns(table_dir):
+        return None
+    version = protocol.get("minReaderVersion")
+    features = set(protocol.get("readerFeatures") or [])
+    columns = metadata.get("partitionColumns")
+    if not isinstance(version, int) or version > 1 and not features <= PLAIN_READER_FEATURES \
+            or not isinstance(columns, list) or not all(isinstance(c, str) for c in columns):
+        return None
+    return list(columns)
+
+
+def newest(table_dir: Path, kind: str) -> dict[str, Any] | None:
+    """The newest action of `kind` (`metaData`, `protocol`) of the local Delta table at
+    `table_dir`: the newest commit's that has one, else the newest checkpoint's; None when
+    there is none or the log cannot be read here."""
+    log = table_dir / "_delta_log"
+    found_action: dict[str, Any] | None = None
+    try:
+        found, todo = _segment(log)
+        for v in reversed(todo):
+            found_action = next((a[kind] for a in commit(log, v) if isinstance(a, dict) and a.get(kind)), None)
+            if found_action is not None:
+                return found_action
+        if found is not None:
+            import pyarrow.parquet as pq
+
+            for part in found[1]:
+                rows = pq.read_table(part, columns=[kind]).column(kind).to_pylist()
+                found_action = next((m for m in rows if m), found_action)
+    except (Unsupported, OSError, ValueError, KeyError):
+        return None
+    return found_action
 
 
 def live_files(table_dir: Path) -> dict[str, dict[str, Any]]:

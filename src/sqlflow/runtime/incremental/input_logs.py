@@ -45,6 +45,9 @@ class InputLogs:
         self._logs: dict[str, str | None] = {}
         self._extents: dict[tuple[str, int, tuple[str, ...]], file_stats.Extent | None] = {}
         self._plain: dict[str, bool] = {}  # `logfiles.plain_columns`, asked once per input
+        self._parquet: dict[str, list[str] | None] = {}  # `logfiles.plain_parquet`, the same
+        # per input: the last batch's (checkpoint, batch id, index) and `batch_adds` of it
+        self._batch_adds: dict[str, tuple[tuple[str, int, int], tuple[Path, list[dict]] | None]] = {}
         self._orders: dict[tuple[str, int], list[dict]] = {}  # `source_files.snapshot_order`
         # per log folder: the last batch's (start, end) versions and `_commit_adds` of them,
         # read once for both `added_bytes` and `new_files`
@@ -111,9 +114,28 @@ class InputLogs:
                    batch_id: int, k: int) -> int | None:
         """How many rows micro-batch `batch_id` brought of input `k` (`relation`), whole
         versions or not: the row counts the input's log records for the files it handed the
-        batch (`source_files.batch_files`, between the batch before's end offset and this
-        one's). None when unknown: no local log read exactly here, the batch before's offsets
-        gone, an offset that is not a Delta one, or a file without a row count."""
+        batch (`batch_adds`). None when unknown (`batch_adds`) or a file without a row count."""
+        found = self.batch_adds(spark, relation, checkpoint, batch_id, k)
+        counts = [(file_stats.stats(add) or {}).get("numRecords") for add in found[1]] if found else []
+        if found is None or not all(isinstance(n, int) for n in counts):
+            return None
+        return sum(counts)  # type: ignore[arg-type]
+
+    def batch_adds(self, spark: SparkSession, relation: str, checkpoint: Path | None,
+                   batch_id: int, k: int) -> tuple[Path, list[dict]] | None:
+        """The table folder of input `k` (`relation`) and the `add` actions of the data files it
+        handed micro-batch `batch_id`, whole versions or not (`source_files.batch_files`,
+        between the batch before's end offset and this one's). None when unknown: no local log
+        read exactly here, the batch before's offsets gone, an offset that is not a Delta one.
+        Read once per input and batch (the stats and the new rows both ask)."""
+        key = (str(checkpoint), batch_id, k)
+        memo = self._batch_adds.get(relation)
+        if memo is None or memo[0] != key:
+            memo = self._batch_adds[relation] = (key, self._read_batch_adds(spark, relation, checkpoint, batch_id, k))
+        return memo[1]
+
+    def _read_batch_adds(self, spark: SparkSession, relation: str, checkpoint: Path | None,
+                         batch_id: int, k: int) -> tuple[Path, list[dict]] | None:
         log = self.log(spark, relation) if checkpoint is not None else None
         table_dir = None if log is None else self._plain_dir(log, relation)
         if table_dir is None or checkpoint is None:
@@ -126,10 +148,17 @@ class InputLogs:
         if batch_id > 0 and start is None:  # not a Delta offset
             return None
         files = source_files.batch_files(table_dir, start, end, snapshot=self._order(table_dir))
-        counts = [(file_stats.stats(add) or {}).get("numRecords") for _, add in files or []]
-        if files is None or not all(isinstance(n, int) for n in counts):
+        return None if files is None else (table_dir, [add for _, add in files])
+
+    def plain_parquet(self, spark: SparkSession, relation: str) -> list[str] | None:
+        """`relation`'s partition columns when its data files read as plain Parquet give its
+        rows (`logfiles.plain_parquet`, asked once per input); None when not."""
+        log = self.log(spark, relation)
+        if log is None:
             return None
-        return sum(counts)  # type: ignore[arg-type]
+        if relation not in self._parquet:
+            self._parquet[relation] = logfiles.plain_parquet(Path(os.path.dirname(log)))
+        return self._parquet[relation]
 
     def run_files(self, spark: SparkSession, relation: str, checkpoint: Path, base: int | None,
                   batch_id: int, k: int) -> list[tuple[int, dict]] | None:

@@ -78,6 +78,7 @@ from sqlflow.runtime.incremental import (
     keyed,
     log_stats,
     older,
+    own_files,
     padding,
     state,
     views,
@@ -364,12 +365,13 @@ class MicroBatch(BatchFunction):
         it (`older.new_rows`; none when the batch brought it nothing: the envelope's empty
         slice under `LIMIT 0`, which Spark's optimizer removes from the join; an empty frame
         built by `createDataFrame` cost about 0.1 s a batch on a loaded two-core machine),
-        else taken from the envelope, flat and cached (a cache of flat columns is scanned far
-        faster than one of the envelope's structs). The filter on the envelope's side does
-        not prune the other inputs' files: `foreachBatch` hands the batch as one scan of them
-        all (a `LogicalRDD`), so each input's cache is filled by a job that reads every file
-        of the batch (an event log of the 1M/20 run, 2026-12-06; taking both inputs in one
-        job was tried and not kept, README). A table read is cached only
+        else read from the data files the input's log says it handed the batch (`_own_rows`)
+        or, where those are not known or not read exactly as plain Parquet, taken from the
+        envelope; flat and cached (a cache of flat columns is scanned far faster than one of
+        the envelope's structs). The filter on the envelope's side does not prune the other
+        inputs' files: `foreachBatch` hands the batch as one scan of them all (a
+        `LogicalRDD`), so an input's cache filled from it reads every file of the batch (an
+        event log of the 1M/20 run, 2026-12-06). A table read is cached only
         for an outer join, whose padding and state append read the new rows again; an inner
         join reads them twice (stats, join), and a column-pruned scan costs less than a cache.
         New rows that came in under `input_logs.SMALL_BATCH_BYTES` of files are cached as one
@@ -382,10 +384,22 @@ class MicroBatch(BatchFunction):
         rows = df.where(F.col(SIDE) == k).select(f"{side_column(k)}.*")
         if whole:  # nothing new on this input: no rows, as the optimizer sees (no scan, no cache)
             return rows.limit(0)
+        rows = self._own_rows(spark, batch_id, k) or rows
         size = self.logs.added_bytes(spark, b.relation, self.checkpoint, batch_id, k)
         if size is not None and size <= input_logs.SMALL_BATCH_BYTES:
             rows = rows.coalesce(1)
         return rows.persist()
+
+    def _own_rows(self, spark: SparkSession, batch_id: int, k: int) -> DataFrame | None:
+        """Input `k`'s new rows of this batch read from the data files its log says it handed
+        the batch (`own_files`), so no job reads the other inputs' files for them; None when
+        not known or not read exactly that way."""
+        b = self.sides[k]
+        partitions = self.logs.plain_parquet(spark, b.relation)
+        found = None if partitions is None else self.logs.batch_adds(spark, b.relation, self.checkpoint, batch_id, k)
+        if found is None or partitions is None:
+            return None
+        return own_files.read(spark, found[0], found[1], self.schemas[b.relation], partitions)
 
     def _older(self, spark: SparkSession, b: SourceBinding, source: older.Source, batch_id: int,
                keep: list[tuple[str, int, int]] | None,

@@ -169,7 +169,7 @@ def files_at(spark: SparkSession, relation: str, version: int, names: list[str],
 
 
 # partition column types whose Delta partition value (a string) casts back to the same value
-_EXACT_PARTITION_TYPES = (T.StringType, T.DateType, T.ByteType, T.ShortType, T.IntegerType, T.LongType,
+EXACT_PARTITION_TYPES = (T.StringType, T.DateType, T.ByteType, T.ShortType, T.IntegerType, T.LongType,
                           T.BooleanType)
 MAX_PARTITION_TERMS = 200
 
@@ -191,7 +191,7 @@ def _partitions_where(schema: StructType, partitions: list[dict[str, str | None]
         parts = []
         for name, value in values:
             field = fields.get(name.lower())
-            if field is None or not isinstance(field.dataType, _EXACT_PARTITION_TYPES):
+            if field is None or not isinstance(field.dataType, EXACT_PARTITION_TYPES):
                 return None
             column = F.col(quote_ident(field.name))
             parts.append(column.isNull() if value is None else
