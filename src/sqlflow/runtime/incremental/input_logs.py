@@ -76,10 +76,13 @@ class InputLogs:
     def added_bytes(self, spark: SparkSession, relation: str, checkpoint: Path | None,
                     batch_id: int, k: int) -> int | None:
         """The bytes of the data files micro-batch `batch_id` brought of input `k`
-        (`relation`); None when unknown (it starts or ends inside a version, no checksum)."""
+        (`relation`): from the checksums of the versions it starts and ends on, or, when it
+        starts or ends inside a version, the sizes of the files `batch_adds` names; None when
+        unknown."""
         found = self._batch_versions(spark, relation, checkpoint, batch_id, k)
-        if found is None:
-            return None
+        if found is None:  # inside a version: the files the log names for the batch, if it does
+            named = self.batch_adds(spark, relation, checkpoint, batch_id, k)
+            return None if named is None else _summed(named[1])
         log, start, end = found
         before, after = _size(log, start.version), _size(log, end.version)
         if before is not None and after is not None:
