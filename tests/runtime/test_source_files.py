@@ -94,6 +94,8 @@ def test_every_batch_s_files_from_the_log_hold_exactly_the_rows_spark_handed_it(
             counts = [file_stats.stats(a).get("numRecords") for a in adds]
             assert sum(counts) == sum(got[k].values())
             assert logs.batch_rows(spark, f"t{k}", checkpoint, batch_id, k) == sum(got[k].values())
+            # a small batch's cache is one partition by these bytes, inside a version or not
+            assert logs.added_bytes(spark, f"t{k}", checkpoint, batch_id, k) == sum(a["size"] for a in adds)
     assert inside >= 4  # the stream was split inside versions, the case under test
     # every row of both tables was handed out exactly once
     for k, table in enumerate(tables):
