@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from rowdiff import row_diff
 from sqlflow.runtime.delta import logfiles
 from sqlflow.runtime.incremental import own_files
 
@@ -22,8 +23,8 @@ from sqlflow.runtime.incremental import own_files
 def _same(left, right) -> None:
     assert left.schema.names == right.schema.names
     assert [f.dataType for f in left.schema] == [f.dataType for f in right.schema]
-    assert left.exceptAll(right).count() == 0 and right.exceptAll(left).count() == 0
-    assert left.count() == right.count() > 0
+    diff = row_diff(right, left)
+    assert diff.equal and diff.want_rows > 0, diff
 
 
 @pytest.mark.spark

@@ -121,8 +121,11 @@ def plain_columns(table_dir: Path) -> bool:
     statistics as its schema does: no column mapping in its newest metadata (the newest
     commit's that has one, else the newest checkpoint's). False when that cannot be read here."""
     metadata = newest(table_dir, "metaData")
-    if metadata is None:
-        return False
+    return metadata is not None and _unmapped(metadata)
+
+
+def _unmapped(metadata: dict[str, Any]) -> bool:
+    """Whether a `metaData` action leaves column mapping off."""
     return _map(metadata.get("configuration")).get("delta.columnMapping.mode", "none") == "none"
 
 
@@ -134,11 +137,11 @@ PLAIN_READER_FEATURES = frozenset({"timestampNtz", "deletionVectors", "vacuumPro
 def plain_parquet(table_dir: Path) -> list[str] | None:
     """The partition columns (in order) of the local Delta table at `table_dir` when a plain
     Parquet read of its data files (with its schema, partition values from their folders)
-    gives the rows Delta reads from them: no column mapping (`plain_columns`) and a newest
+    gives the rows Delta reads from them: no column mapping (as `plain_columns`) and a newest
     protocol that asks readers for nothing else (reader version 1, or only
     `PLAIN_READER_FEATURES`). None when not, or when that cannot be read here."""
     protocol, metadata = newest(table_dir, "protocol"), newest(table_dir, "metaData")
-    if protocol is None or metadata is None or not plain_columns(table_dir):
+    if protocol is None or metadata is None or not _unmapped(metadata):
         return None
     version = protocol.get("minReaderVersion")
     features = set(protocol.get("readerFeatures") or [])
