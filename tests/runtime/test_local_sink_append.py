@@ -130,6 +130,20 @@ def test_a_journaled_retry_finds_the_append_made_here_and_appends_nothing(spark,
     assert empty.version is None and len(engines(spark)) == 2
 
 
+def test_a_sink_not_there_yet_is_created_by_spark_and_the_rows_appended_here(spark, tmp_path):
+    journal = once.Journal.open(tmp_path / "checkpoint", 0)
+    batch = BatchId("q1", 0, journal=journal)
+    frame = spark.createDataFrame([row(k, hour=k % 2) for k in range(6)], SCHEMA)
+    first = write(spark, SINK, frame, batch=batch, local=True)
+    assert engines(spark) == ["Apache-Spark", "delta-rs"]  # the empty create, the rows
+    assert (first.rows, first.version, first.skipped) == (6, 1, False)
+    info = deltalog.describe(spark, TABLE)
+    assert (info.owner, info.partition_columns) == ((SINK.owner, SINK.role), SINK.partition_by)
+    assert rows_of(spark, spark.table(TABLE)) == rows_of(spark, frame)
+    again = write(spark, SINK, frame, batch=batch, local=True)
+    assert (again.skipped, again.version) == (True, 1) and len(engines(spark)) == 2
+
+
 @pytest.mark.parametrize("odd", [
     {"dt": "2026 11 01"},  # a space: delta-rs percent-encodes it, Spark does not
     {"dt": "a=b"},         # escaped by both, differently

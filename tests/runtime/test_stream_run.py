@@ -33,6 +33,7 @@ from runtime.adkit import (
 from sqlflow.errors import SqlflowError
 from sqlflow.planning.plan import COMMIT_LOG
 from sqlflow.runtime.delta import once
+from sqlflow.runtime.incremental import microbatch
 from sqlflow.runtime.dispatch import run_stream
 
 pytestmark = pytest.mark.spark
@@ -120,6 +121,33 @@ def test_a_crash_inside_a_micro_batch_is_replayed_exactly_once(spark, setup, poi
     assert [b.batch_id for b in run_stream(s.stream, plan).batches] == [2]
     assert delta_writers(spark, plan.quarantine)[-1] == "delta-rs"
     sink, quarantine = s.truth("attributed")
+    assert_same(spark, plan.sink.table, sink)
+    assert_same(spark, plan.quarantine, quarantine, drop=("origin",))
+
+
+def test_a_batch_of_many_rows_appends_few_output_rows_from_the_driver(spark, setup, monkeypatch):
+    """A batch of more new rows than `LOCAL_ROWS` counts its output first: at most
+    `LOCAL_ROWS` rows are appended from the driver (the sink created empty by Spark first when
+    it is new), more are written by Spark; both from the one computation of the join, and the
+    sink holds exactly the batch plan's rows."""
+    s = setup
+    imps, clicks = edge_cases()
+    plan = s.stream_plans["attributed"]
+    append(spark, f"{s.ods}.imps", imps[:9], IMP_SCHEMA)
+    append(spark, f"{s.ods}.clicks", clicks[:6], CLICK_SCHEMA)
+    out = spark.table(s.truth("attributed")[0]).count()
+    assert 0 < out < 15, "fewer output rows than new rows: the count decides"
+    monkeypatch.setattr(microbatch, "LOCAL_ROWS", out)
+    assert [b.batch_id for b in run_stream(s.stream, plan).batches] == [0]
+    assert delta_writers(spark, plan.sink.table) == ["Apache-Spark", "delta-rs"]  # the create, the rows
+    assert_same(spark, plan.sink.table, s.truth("attributed")[0])
+    append(spark, f"{s.ods}.imps", imps[9:], IMP_SCHEMA)
+    append(spark, f"{s.ods}.clicks", clicks[6:], CLICK_SCHEMA)
+    monkeypatch.setattr(microbatch, "LOCAL_ROWS", 0)  # every output row is one too many
+    assert [b.batch_id for b in run_stream(s.stream, plan).batches] == [1]
+    assert delta_writers(spark, plan.sink.table)[-1] == "Apache-Spark"
+    sink, quarantine = s.truth("attributed")
+    assert spark.table(sink).count() > out, "batch 1 has output rows"
     assert_same(spark, plan.sink.table, sink)
     assert_same(spark, plan.quarantine, quarantine, drop=("origin",))
 

@@ -158,8 +158,10 @@ def write(spark: SparkSession, sink: Sink, rows: DataFrame | None = None, *, sql
         if earlier is not None:  # a retry: the batch is already in the table
             assert info is not None  # found in the table: it exists
             return dataclasses.replace(committed(spark, sink, earlier, info.location), skipped=True)
-    if (local and sink.write == "append_once" and info is not None and batch is not None
-            and batch.journal is not None):
+    if local and sink.write == "append_once" and batch is not None and batch.journal is not None:
+        if info is None:  # created empty first, as `_dispatch` creates it, then appended to
+            retried_create.create(spark, _create(rows.limit(0), sink), sink.table, sink.owner, sink.role)
+            info = deltalog.describe(spark, sink.table)
         left = local_append.append_frame(spark, info.location, rows,
                                          user_metadata=once.marker(batch.app_id, batch.batch_id))
         if left is None:  # appended

@@ -30,7 +30,11 @@ quarantine appends from the driver: Spark hands the rows over as Arrow, delta-rs
 the same marker (`sqlflow.runtime.delta.local_append.append_frame`), and its join is planned
 without adaptive execution (`small_plan`: each held batch a query stage of its own made the
 join cost more with every batch), and run without code generation when it reads at most
-`INTERPRETED_ROWS` rows in all (its classes were compiled again at every batch).
+`INTERPRETED_ROWS` rows in all (its classes were compiled again at every batch). A batch of
+more new rows, up to `COUNTED_ROWS`, counts its output rows first (cached for the write) and
+appends them from the driver too when they are at most `LOCAL_ROWS` (a catch-up's one batch
+of a million rows makes tens of thousands; `_few_out`), creating the sink empty first if
+there is none.
 
 Sink before state, and the old view reads batches `< b` only: whichever write a crash
 interrupted, a replay of `b` (same rows, Spark replays an uncommitted batch with the same
@@ -93,6 +97,10 @@ SIDE = "__side"
 # rows to the driver, which appends them with delta-rs (`local_append.append_frame`): at
 # 100 bytes a row, some tens of MB of Arrow for an interval join's output
 LOCAL_ROWS = 200_000
+# a batch of more new rows than LOCAL_ROWS, up to this many, counts its output rows (cached
+# for the write) to append them from the driver when they are few (`_few_out`); a larger
+# one is written by Spark without a cache of its output
+COUNTED_ROWS = 4_000_000
 # `_arrow_stats`' columns beside an input's own: the quarantine reason, the stats' values
 _REASON, _VALUE = "__sqlflow_stat_reason", "__sqlflow_stat_"
 
@@ -281,10 +289,14 @@ class MicroBatch(BatchFunction):
                               batch=self._id(f"{app}__quarantine::partition", batch_id))
                     quarantined += n_bad
                 rows = sink_partitions.clean(checked)
+            local = few and sum(pads) <= LOCAL_ROWS
+            if not few and sum(counts.values()) <= COUNTED_ROWS:
+                with phase("sink"), no_runtime_filter(spark), small_plan(spark, few, interpreted):
+                    local = self._few_out(rows, checked is not None)
             # no latest input snapshots built; a small batch's join without adaptive execution
             with phase("sink"), no_runtime_filter(spark), small_plan(spark, few, interpreted):
                 written = write(spark, plan.sink, rows, batch=self._id(app, batch_id),
-                                known=self._sink_info, local=few and sum(pads) <= LOCAL_ROWS)
+                                known=self._sink_info, local=local)
                 if self._sink_info is None:
                     self._sink_info = deltalog.describe(spark, plan.sink.table)
             if dims is not None and dims.snapshot is not None and (written.version is not None or written.skipped):
@@ -337,6 +349,17 @@ class MicroBatch(BatchFunction):
             reasons=tuple(sorted((k, n) for k, n in reasons.items() if n)),
             newest_ingest_us=max((v for v in stats.max_ingest.values() if v is not None), default=None))
         self._report(report)
+
+    def _few_out(self, rows: DataFrame, cached: bool) -> bool:
+        """Whether the model's rows of a batch of many new rows are few enough to be appended
+        from the driver (`LOCAL_ROWS`): counted once into the cache the write then reads. A
+        catch-up's one batch of a million rows makes tens of thousands; written by Spark they
+        are a file per partition in tasks (about 45 ms a file on two cores) after a shuffle,
+        by delta-rs the same files in a fraction of that (docs/design.md §2.9)."""
+        if not cached:
+            rows.persist()
+            self._cached.append(rows)
+        return rows.count() <= LOCAL_ROWS
 
     def _bind(self, clean: dict[str, DataFrame], olds: dict[str, DataFrame], interpreted: bool) -> str:
         """Bind each joined input's older rows to its view (and the new rows, for a plan with a
