@@ -103,6 +103,30 @@ def test_every_batch_s_own_files_read_as_parquet_are_the_rows_spark_handed_it(sp
     spark.sql(f"DROP TABLE {by_time}")
 
 
+@pytest.mark.spark
+def test_many_files_are_listed_by_the_driver_without_a_job(spark):
+    """More than 32 paths: Spark lists them in a job of its own unless told not to; the read
+    lists them in the driver (local files), starts no job, and gives every file's rows."""
+    name = "rt_own_files_many"
+    spark.sql(f"DROP TABLE IF EXISTS {name}")
+    spark.range(400).selectExpr("id", "CAST(id % 2 AS INT) AS n").repartition(40).write \
+        .format("delta").partitionBy("n").saveAsTable(name)
+    table = Path(spark.sql(f"DESCRIBE DETAIL {name}").first()["location"].removeprefix("file:"))
+    adds = list(logfiles.live_adds(table).values())
+    assert len(adds) > 32
+    before = spark.conf.get(own_files.LISTING_THRESHOLD, None)
+    spark.sparkContext.setJobGroup("rt_own_files_listing", "the read's planning")
+    try:
+        read = own_files.read(spark, table, adds, spark.table(name).schema, ["n"])
+        assert spark.sparkContext.statusTracker().getJobIdsForGroup("rt_own_files_listing") == []
+    finally:
+        spark.sparkContext.setLocalProperty("spark.jobGroup.id", None)
+    assert spark.conf.get(own_files.LISTING_THRESHOLD, None) == before  # put back
+    assert read is not None
+    _same(read, spark.table(name))
+    spark.sql(f"DROP TABLE {name}")
+
+
 def _log(tmp_path: Path, protocol: dict, configuration: dict | None = None) -> Path:
     log = tmp_path / "_delta_log"
     log.mkdir()

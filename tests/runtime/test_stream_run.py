@@ -129,7 +129,8 @@ def test_a_batch_of_many_rows_appends_few_output_rows_from_the_driver(spark, set
     """A batch of more new rows than `LOCAL_ROWS` counts its output first: at most
     `LOCAL_ROWS` rows are appended from the driver (the sink created empty by Spark first when
     it is new), more are written by Spark; both from the one computation of the join, and the
-    sink holds exactly the batch plan's rows."""
+    sink holds exactly the batch plan's rows. The first batch, each input's whole starting
+    snapshot, reads it from the snapshot's own files (`own_files`)."""
     s = setup
     imps, clicks = edge_cases()
     plan = s.stream_plans["attributed"]
@@ -138,7 +139,18 @@ def test_a_batch_of_many_rows_appends_few_output_rows_from_the_driver(spark, set
     out = spark.table(s.truth("attributed")[0]).count()
     assert 0 < out < 15, "fewer output rows than new rows: the count decides"
     monkeypatch.setattr(microbatch, "LOCAL_ROWS", out)
+    own: list[tuple[int, int]] = []  # (batch, input) whose rows were read from its own files
+    own_rows = microbatch.MicroBatch._own_rows
+
+    def own_rows_of(self, spark_, batch_id, k):
+        found = own_rows(self, spark_, batch_id, k)
+        if found is not None:
+            own.append((batch_id, k))
+        return found
+
+    monkeypatch.setattr(microbatch.MicroBatch, "_own_rows", own_rows_of)
     assert [b.batch_id for b in run_stream(s.stream, plan).batches] == [0]
+    assert sorted(own) == [(0, 0), (0, 1)], "the starting snapshots read from their own files"
     assert delta_writers(spark, plan.sink.table) == ["Apache-Spark", "delta-rs"]  # the create, the rows
     assert_same(spark, plan.sink.table, s.truth("attributed")[0])
     append(spark, f"{s.ods}.imps", imps[9:], IMP_SCHEMA)
