@@ -33,8 +33,8 @@ from runtime.adkit import (
 from sqlflow.errors import SqlflowError
 from sqlflow.planning.plan import COMMIT_LOG
 from sqlflow.runtime.delta import once
-from sqlflow.runtime.incremental import microbatch
 from sqlflow.runtime.dispatch import run_stream
+from sqlflow.runtime.incremental import microbatch
 
 pytestmark = pytest.mark.spark
 
