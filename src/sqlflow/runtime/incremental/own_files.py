@@ -10,7 +10,7 @@ files, each input's job reads only its own, with no Delta snapshot built for the
 A whole starting snapshot (a catch-up's one batch) is read the same way: the files live at
 its version, listed by the driver (Spark lists more than 32 paths in a job of its own).
 
-Only where a plain Parquet read gives Delta's rows (`logfiles.plain_files`: no column mapping,
+Only where a plain Parquet read gives Delta's rows (`logfiles.plain_parquet`: no column mapping,
 no reader feature that changes what a file's bytes mean), each file local, under the table's
 folder, named without a character Spark would read as a glob or a URI. A partition column's
 value is not in the file: Spark reads it from the file's folders (`basePath`, the table's
