@@ -221,3 +221,21 @@ def held_in_spark(monkeypatch) -> None:
     from sqlflow.runtime.incremental import microbatch
 
     monkeypatch.setattr(microbatch, "_embedded", lambda spark: False)
+
+
+def own_file_reads(monkeypatch) -> list[tuple[int, int]]:
+    """The (batch id, input index) of every micro-batch input whose new rows were read from
+    the input's own data files (`MicroBatch._own_rows`), appended as the query runs."""
+    from sqlflow.runtime.incremental import microbatch
+
+    own: list[tuple[int, int]] = []
+    own_rows = microbatch.MicroBatch._own_rows
+
+    def spied(self, spark, batch_id, k):
+        found = own_rows(self, spark, batch_id, k)
+        if found is not None:
+            own.append((batch_id, k))
+        return found
+
+    monkeypatch.setattr(microbatch.MicroBatch, "_own_rows", spied)
+    return own

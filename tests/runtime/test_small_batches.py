@@ -22,7 +22,17 @@ from urllib.parse import unquote, urlparse
 import pytest
 from pyspark.sql import functions as F
 
-from runtime.adkit import CLICK_SCHEMA, IMP_SCHEMA, append, assert_same, at, click, imp, setup_projects
+from runtime.adkit import (
+    CLICK_SCHEMA,
+    IMP_SCHEMA,
+    append,
+    assert_same,
+    at,
+    click,
+    imp,
+    own_file_reads,
+    setup_projects,
+)
 from sqlflow.runtime.delta import deltalog, file_stats
 from sqlflow.runtime.dispatch import run_stream
 from sqlflow.runtime.incremental import microbatch, older, window
@@ -69,18 +79,9 @@ def test_a_small_batch_is_one_partition_and_skips_a_version_it_cannot_match(spar
         partitions.setdefault(batch_id, []).append(rows.rdd.getNumPartitions())
         return rows
 
-    own: list[tuple[int, int]] = []  # (batch, input) whose new rows were read from its own files
-    own_rows = microbatch.MicroBatch._own_rows
-
-    def own_rows_of(self, spark_, batch_id, k):
-        found = own_rows(self, spark_, batch_id, k)
-        if found is not None:
-            own.append((batch_id, k))
-        return found
-
     monkeypatch.setattr(older, "table_at", counted)
     monkeypatch.setattr(microbatch.MicroBatch, "_new_rows", spied)
-    monkeypatch.setattr(microbatch.MicroBatch, "_own_rows", own_rows_of)
+    own = own_file_reads(monkeypatch)  # (batch, input) read from the input's own files
     # 10:00, then (a second query on the same checkpoint) 12:00: no click of the second
     # commit can match an impression of the first (20 minutes), nor a click of the first a
     # later impression. A query's first batch reads its starting snapshot whole
@@ -581,16 +582,7 @@ def test_a_running_query_looks_its_held_rows_up_by_key_and_equals_the_batch_plan
         return found
 
     monkeypatch.setattr(microbatch.MicroBatch, "_arrow_stats", arrow_stats)
-    own: list[int] = []  # batches (inputs) whose new rows were read from the input's own files
-    own_rows = microbatch.MicroBatch._own_rows
-
-    def own_rows_of(self, spark_, batch_id, k):
-        found = own_rows(self, spark_, batch_id, k)
-        if found is not None:
-            own.append(batch_id)
-        return found
-
-    monkeypatch.setattr(microbatch.MicroBatch, "_own_rows", own_rows_of)
+    own = own_file_reads(monkeypatch)  # (batch, input) read from the input's own files
     if files > 1:
         plan = dataclasses.replace(plan, sources=tuple(
             dataclasses.replace(b, max_files_per_trigger=1) for b in plan.sources))
@@ -613,7 +605,7 @@ def test_a_running_query_looks_its_held_rows_up_by_key_and_equals_the_batch_plan
     assert quarantined and quarantined <= set(on_driver), (quarantined, on_driver)
     assert bool(narrow) is (files > 1), (narrow, on_driver)
     # every batch after the first read its new rows from the inputs' own files (`own_files`)
-    assert len(set(own)) >= len({b.batch_id for b in fn.reports if b.kind == "batch"}) - 1, own
+    assert len({b for b, _ in own}) >= len({b.batch_id for b in fn.reports if b.kind == "batch"}) - 1, own
     sink, quarantine = s.truth("attributed")
     assert_same(spark, plan.sink.table, sink)
     assert_same(spark, plan.quarantine, quarantine, drop=("origin",))

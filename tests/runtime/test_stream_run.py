@@ -27,6 +27,7 @@ from runtime.adkit import (
     edge_cases,
     held_in_spark,
     imp,
+    own_file_reads,
     random_rows,
     setup_projects,
 )
@@ -139,16 +140,7 @@ def test_a_batch_of_many_rows_appends_few_output_rows_from_the_driver(spark, set
     out = spark.table(s.truth("attributed")[0]).count()
     assert 0 < out < 15, "fewer output rows than new rows: the count decides"
     monkeypatch.setattr(microbatch, "LOCAL_ROWS", out)
-    own: list[tuple[int, int]] = []  # (batch, input) whose rows were read from its own files
-    own_rows = microbatch.MicroBatch._own_rows
-
-    def own_rows_of(self, spark_, batch_id, k):
-        found = own_rows(self, spark_, batch_id, k)
-        if found is not None:
-            own.append((batch_id, k))
-        return found
-
-    monkeypatch.setattr(microbatch.MicroBatch, "_own_rows", own_rows_of)
+    own = own_file_reads(monkeypatch)  # (batch, input) read from the input's own files
     assert [b.batch_id for b in run_stream(s.stream, plan).batches] == [0]
     assert sorted(own) == [(0, 0), (0, 1)], "the starting snapshots read from their own files"
     assert delta_writers(spark, plan.sink.table) == ["Apache-Spark", "delta-rs"]  # the create, the rows
@@ -497,17 +489,8 @@ def test_a_new_query_holds_its_first_batch_as_the_table_the_next_batch_reads(spa
         reads.append((relation, version))
         return table_at(spark_, relation, version, schema)
 
-    own: list[tuple[int, int]] = []  # (batch, input) whose new rows were read from its own files
-    own_rows = microbatch.MicroBatch._own_rows
-
-    def own_rows_of(self, spark_, batch_id, k):
-        found = own_rows(self, spark_, batch_id, k)
-        if found is not None:
-            own.append((batch_id, k))
-        return found
-
     monkeypatch.setattr(older, "table_at", counted)
-    monkeypatch.setattr(microbatch.MicroBatch, "_own_rows", own_rows_of)
+    own = own_file_reads(monkeypatch)  # (batch, input) read from the input's own files
     append(spark, f"{s.ods}.imps", imps[0::3], IMP_SCHEMA)
     append(spark, f"{s.ods}.clicks", clicks[0::3], CLICK_SCHEMA)
     query, fn = start(s.stream, plan, trigger="1 second")
