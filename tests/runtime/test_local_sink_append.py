@@ -30,6 +30,7 @@ from pyspark.sql.types import (
 )
 
 from helpers import delta_writers
+from sqlflow.errors import SqlflowError
 from sqlflow.planning.plan import Sink
 from sqlflow.runtime import ownership
 from sqlflow.runtime.delta import deltalog, local_append, once
@@ -142,6 +143,15 @@ def test_a_sink_not_there_yet_is_created_by_spark_and_the_rows_appended_here(spa
     assert rows_of(spark, spark.table(TABLE)) == rows_of(spark, frame)
     again = write(spark, SINK, frame, batch=batch, local=True)
     assert (again.skipped, again.version) == (True, 1) and len(engines(spark)) == 2
+
+
+def test_a_new_sink_delta_refuses_to_create_is_a_message_not_a_traceback(spark, tmp_path):
+    journal = once.Journal.open(tmp_path / "checkpoint", 0)
+    frame = spark.createDataFrame([row(1)], SCHEMA).withColumnRenamed("n", "n x")  # Delta: no spaces
+    with pytest.raises(SqlflowError, match=f"cannot write `{TABLE}`") as raised:
+        write(spark, SINK, frame, batch=BatchId("q1", 0, journal=journal), local=True)
+    assert "DROP TABLE" in raised.value.diagnostics[0].hint  # what to do
+    assert not spark.catalog.tableExists(TABLE)
 
 
 @pytest.mark.parametrize("odd", [

@@ -160,7 +160,10 @@ def write(spark: SparkSession, sink: Sink, rows: DataFrame | None = None, *, sql
             return dataclasses.replace(committed(spark, sink, earlier, info.location), skipped=True)
     if local and sink.write == "append_once" and batch is not None and batch.journal is not None:
         if info is None:  # created empty first, as `_dispatch` creates it, then appended to
-            retried_create.create(spark, _create(rows.limit(0), sink), sink.table, sink.owner, sink.role)
+            try:
+                retried_create.create(spark, _create(rows.limit(0), sink), sink.table, sink.owner, sink.role)
+            except AnalysisException as exc:
+                raise _write_failed(sink, exc) from exc
             info = deltalog.describe(spark, sink.table)
         left = local_append.append_frame(spark, info.location, rows,
                                          user_metadata=once.marker(batch.app_id, batch.batch_id))
@@ -177,14 +180,19 @@ def write(spark: SparkSession, sink: Sink, rows: DataFrame | None = None, *, sql
             rows = rows.hint("rebalance", *[F.col(quote_ident(c)) for c in sink.partition_by])
         _dispatch(sink, rows, info is None, replace_where, batch)
     except AnalysisException as exc:
-        problem = environment_problem(exc)
-        if problem is not None:  # the machine, not the columns: dropping the table would not help
-            raise SqlflowError(f"cannot write `{sink.table}`: {problem.message}",
-                               hint=problem.fix) from exc
-        raise SqlflowError(f"cannot write `{sink.table}`: {str(exc).splitlines()[0]}",
-                           hint="if the model's columns changed, drop the table "
-                                f"(`DROP TABLE {sink.table}`) and run again") from exc
+        raise _write_failed(sink, exc) from exc
     return _result(spark, sink, before, info.location if info is not None else None)
+
+
+def _write_failed(sink: Sink, exc: AnalysisException) -> SqlflowError:
+    """The error a create or write of `sink` that Spark refused raises: the machine's problem
+    and its fix, or Spark's first line and how to rebuild the table."""
+    problem = environment_problem(exc)
+    if problem is not None:  # the machine, not the columns: dropping the table would not help
+        return SqlflowError(f"cannot write `{sink.table}`: {problem.message}", hint=problem.fix)
+    return SqlflowError(f"cannot write `{sink.table}`: {str(exc).splitlines()[0]}",
+                        hint="if the model's columns changed, drop the table "
+                             f"(`DROP TABLE {sink.table}`) and run again")
 
 
 def _result(spark: SparkSession, sink: Sink, before: int | None, location: str | None) -> WriteResult:

@@ -387,7 +387,7 @@ class MicroBatch(BatchFunction):
         """Input `k`'s rows of this batch: when they are a whole version of its table
         (`older.new_rows`: a starting snapshot), the files live at that version read as plain
         Parquet (`_own_rows`; a catch-up's one batch plans no Delta snapshot of it) or the table
-        read as of the version; none when the batch brought it nothing: the envelope's empty
+        read as of the version; none when the batch brought it nothing (the envelope's empty
         slice under `LIMIT 0`, which Spark's optimizer removes from the join; an empty frame
         built by `createDataFrame` cost about 0.1 s a batch on a loaded two-core machine),
         else read from the data files the input's log says it handed the batch (`_own_rows`)
@@ -404,7 +404,8 @@ class MicroBatch(BatchFunction):
         b = self.sides[k]
         whole, version = older.new_rows(self.checkpoint, batch_id, k)
         if whole and version is not None:
-            rows = self._own_rows(spark, batch_id, k) or older.table_at(spark, b.relation, version, self.schemas[b.relation])
+            rows = (self._own_rows(spark, batch_id, k)
+                    or older.table_at(spark, b.relation, version, self.schemas[b.relation]))
             return rows.persist() if self.outer else rows
         rows = df.where(F.col(SIDE) == k).select(f"{side_column(k)}.*")
         if whole:  # nothing new on this input: no rows, as the optimizer sees (no scan, no cache)
