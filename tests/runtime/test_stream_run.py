@@ -35,7 +35,7 @@ from sqlflow.errors import SqlflowError
 from sqlflow.planning.plan import COMMIT_LOG
 from sqlflow.runtime.delta import once
 from sqlflow.runtime.dispatch import run_stream
-from sqlflow.runtime.incremental import microbatch
+from sqlflow.runtime.incremental import microbatch, watched
 
 pytestmark = pytest.mark.spark
 
@@ -152,6 +152,35 @@ def test_a_batch_of_many_rows_appends_few_output_rows_from_the_driver(spark, set
     assert delta_writers(spark, plan.sink.table)[-1] == "Apache-Spark"
     sink, quarantine = s.truth("attributed")
     assert spark.table(sink).count() > out, "batch 1 has output rows"
+    assert_same(spark, plan.sink.table, sink)
+    assert_same(spark, plan.quarantine, quarantine, drop=("origin",))
+
+
+@pytest.mark.parametrize("observed", [True, False], ids=["observed", "not-observed"])
+def test_a_first_batch_of_many_rows_counts_its_stats_in_the_join_job(spark, setup, monkeypatch, observed):
+    """A first batch of more new rows than `LOCAL_ROWS` (no older rows yet) counts its stats
+    in the job that runs its join (`watched`): no stats job before it, the quarantine written
+    once the join ran. Where the observed rows are not the rows the inputs' logs give (here:
+    nothing observed) it counts them with a job. Either way the sink, the quarantine and the
+    batch's counts are the batch plan's, row for row."""
+    s = setup
+    imps, clicks = edge_cases()
+    plan = s.stream_plans["attributed"]
+    append(spark, f"{s.ods}.imps", imps, IMP_SCHEMA)
+    append(spark, f"{s.ods}.clicks", clicks, CLICK_SCHEMA)
+    sink, quarantine = s.truth("attributed")
+    assert spark.table(quarantine).count() > 0, "the rows hold quarantined ones"
+    monkeypatch.setattr(microbatch, "LOCAL_ROWS", 2)
+    jobs = []  # the batches a stats job counted
+    counted = microbatch.MicroBatch._stats
+    monkeypatch.setattr(microbatch.MicroBatch, "_stats", lambda mb, sides: jobs.append(1) or counted(mb, sides))
+    if not observed:
+        monkeypatch.setattr(watched.Watch, "found", lambda w: None)
+    batches = run_stream(s.stream, plan).batches
+    assert [b.batch_id for b in batches] == [0]
+    assert jobs == ([] if observed else [1])
+    assert batches[0].quarantined == spark.table(quarantine).count()
+    assert dict(batches[0].rows_in) == {f"{s.ods}.clicks": len(clicks), f"{s.ods}.imps": len(imps)}
     assert_same(spark, plan.sink.table, sink)
     assert_same(spark, plan.quarantine, quarantine, drop=("origin",))
 

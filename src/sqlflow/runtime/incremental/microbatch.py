@@ -34,7 +34,8 @@ join cost more with every batch), and run without code generation when it reads 
 more new rows, up to `COUNTED_ROWS`, counts its output rows first (cached for the write) and
 appends them from the driver too when they are at most `LOCAL_ROWS` (a catch-up's one batch
 of a million rows makes tens of thousands; `_few_out`), creating the sink empty first if
-there is none.
+there is none. Such a batch whose joined inputs have no older rows yet (a catch-up's first)
+counts its stats in the join's own job (`_watched`) and writes its quarantine after it.
 
 Sink before state, and the old view reads batches `< b` only: whichever write a crash
 interrupted, a replay of `b` (same rows, Spark replays an uncommitted batch with the same
@@ -86,6 +87,7 @@ from sqlflow.runtime.incremental import (
     padding,
     state,
     views,
+    watched,
     window,
 )
 from sqlflow.runtime.incremental.key_index import Store
@@ -208,10 +210,16 @@ class MicroBatch(BatchFunction):
         try:
             arrows: dict[str, pa.Table] = {}  # clean new rows on the driver, of inputs held by key
             keys: dict[str, pa.Table] = {}  # the same rows' key columns at least, for `_probe`
+            watches: dict[int, watched.Watch] | None = None  # stats the join's job counts (`_watched`)
+            joined = sides  # the new rows the join reads (observed, when `watches`)
             with phase("stats"):
                 stats = self._log_stats(spark, batch_id)
-                if stats is None:
-                    stats, arrows, keys = self._arrow_stats(spark, batch_id, sides) or (self._stats(sides), {}, {})
+                found = None if stats is not None else self._arrow_stats(spark, batch_id, sides)
+                if found is not None:
+                    stats, arrows, keys = found
+                elif stats is None:
+                    found_w = self._watched(spark, batch_id, sides, sources)
+                    stats, joined, watches = found_w if found_w else (self._stats(sides), sides, None)
             counts = stats.rows
             # few new rows (the state appends' rows) make few joined rows: the appends go
             # through the driver (`local_append.append_frame`); an outer join's sink append
@@ -221,23 +229,17 @@ class MicroBatch(BatchFunction):
                 if counts.get(k):
                     self.last_rows[b.relation] = began
             # the stats' quarantine rule, not a second copy of its column expressions
-            clean = {b.relation: sides[k] if stats.proven_clean else
-                     Q.clean(sides[k], b, model=plan.model, reason=stats.reason_of.get(k))
+            clean = {b.relation: joined[k] if stats.proven_clean else
+                     Q.clean(joined[k], b, model=plan.model, reason=stats.reason_of.get(k))
                      for k, b in enumerate(self.sides)}
             if plan.hash_join_sql is None:  # else bound once the rows read are known (`_bind`)
                 self._bind_new(clean, one_partition=False)  # before the dimensions, which read them
             app = self.app_id()
             with phase("dimensions"):
                 dims = snapshot.begin(spark, plan, self._id(app, batch_id))  # pinned dimensions (2.3)
-            reasons = stats.reasons
-            quarantined = sum(reasons.values())
-            if quarantined:
-                with phase("quarantine"):  # its rows are built only when there are some
-                    parts = [Q.split(sides[k], b, model=plan.model, origin=f"batch {batch_id}").quarantine
-                             for k, b in enumerate(self.sides)]
-                    q_sink = quarantine_sink(plan, "append_once", Q.PARTITION_BY)
-                    write(spark, q_sink, reduce(DataFrame.unionByName, parts),
-                          batch=self._id(f"{app}__quarantine", batch_id), local=few)
+            quarantined = 0
+            if watches is None:  # else known once the join's job ran
+                quarantined = self._quarantine_new(spark, sides, stats, app, batch_id, few, phase)
             keeps: dict[str, list[tuple[str, int, int]] | None] = {}  # `_keep` per joined input
             olds: dict[str, DataFrame] = {}  # each joined input's older rows
             if few and self._keyed(spark) and self.held.on_driver and not keys:
@@ -293,6 +295,11 @@ class MicroBatch(BatchFunction):
             if not few and sum(counts.values()) <= COUNTED_ROWS:
                 with phase("sink"), no_runtime_filter(spark), small_plan(spark, few, interpreted):
                     local = self._few_out(rows, checked is not None)
+            if watches is not None:  # the join's job ran every new row: its stats, else a job's
+                with phase("stats"):
+                    stats = self._watched_stats(watches, stats) or self._stats(sides)
+                quarantined += self._quarantine_new(spark, sides, stats, app, batch_id, few, phase)
+            reasons = stats.reasons
             # no latest input snapshots built; a small batch's join without adaptive execution
             with phase("sink"), no_runtime_filter(spark), small_plan(spark, few, interpreted):
                 written = write(spark, plan.sink, rows, batch=self._id(app, batch_id),
@@ -360,6 +367,20 @@ class MicroBatch(BatchFunction):
             rows.persist()
             self._cached.append(rows)
         return rows.count() <= LOCAL_ROWS
+
+    def _quarantine_new(self, spark: SparkSession, sides: list[DataFrame], stats: Stats, app: str,
+                        batch_id: int, few: bool, phase: Phases) -> int:
+        """Append the new rows the quarantine rule takes (`stats.reasons` says how many) to the
+        model's quarantine table, once per batch id; how many."""
+        quarantined = sum(stats.reasons.values())
+        if quarantined:
+            with phase("quarantine"):  # its rows are built only when there are some
+                parts = [Q.split(sides[k], b, model=self.plan.model, origin=f"batch {batch_id}").quarantine
+                         for k, b in enumerate(self.sides)]
+                q_sink = quarantine_sink(self.plan, "append_once", Q.PARTITION_BY)
+                write(spark, q_sink, reduce(DataFrame.unionByName, parts),
+                      batch=self._id(f"{app}__quarantine", batch_id), local=few)
+        return quarantined
 
     def _bind(self, clean: dict[str, DataFrame], olds: dict[str, DataFrame], interpreted: bool) -> str:
         """Bind each joined input's older rows to its view (and the new rows, for a plan with a
@@ -857,6 +878,51 @@ class MicroBatch(BatchFunction):
                 arrows[b.relation] = keys[b.relation]
         stats.settle(self.sides)
         return stats, arrows, keys
+
+    def _watched(self, spark: SparkSession, batch_id: int, sides: list[DataFrame],
+                 sources: dict[str, older.Source]
+                 ) -> tuple[Stats, list[DataFrame], dict[int, watched.Watch]] | None:
+        """`_stats` of a batch of many new rows counted by the job that computes its join
+        (`watched`) instead of a job before it: each input's new rows observed with the stats'
+        own aggregates (`_stat_columns`). Before the join only what the input logs give is
+        known (the rows per input: `InputLogs.batch_rows`), so it applies where nothing else
+        is needed first: an inner join whose joined inputs have no older rows yet (their prune
+        ranges would need the new rows' event times: a catch-up's first batch), of more than
+        `LOCAL_ROWS` new rows (the count of the output, `_few_out`, runs the join before any
+        write) up to `COUNTED_ROWS`, on a session with a JVM here (observations are not read
+        over Spark Connect). Returns the stats known so far (rows per input, reason columns),
+        the new rows to join (observed) and each observed input's `Watch`; the quarantine
+        waits for the join's job (`_watched_stats`). None: count first, as before."""
+        if self.outer or self.checkpoint is None or getattr(spark, "_jvm", None) is None:
+            return None
+        if any(s.base is not None or s.since != batch_id - 1 for s in sources.values()):
+            return None
+        rows = [self.logs.batch_rows(spark, b.relation, self.checkpoint, batch_id, k)
+                for k, b in enumerate(self.sides)]
+        known = [n for n in rows if n is not None]
+        if len(known) < len(rows) or not LOCAL_ROWS < sum(known) <= COUNTED_ROWS:
+            return None
+        ranges, stats, joined, watches = self._ranges(), Stats(), list(sides), {}
+        for k, n in enumerate(known):
+            aggs, stats.reason_of[k], _values = self._stat_columns(k, sides[k], ranges)
+            stats.rows[k] = n
+            if n:
+                joined[k], watches[k] = watched.watch(sides[k], aggs)
+        return stats, joined, watches
+
+    def _watched_stats(self, watches: dict[int, watched.Watch], known: Stats) -> Stats | None:
+        """The stats the join's job observed (`_watched`; `known`: what it knew before): None
+        when an input's observed rows are not the rows its log gave for the batch (not run,
+        or not all)."""
+        ranges, stats = self._ranges(), Stats(reason_of=dict(known.reason_of))
+        for k, b in enumerate(self.sides):
+            g = watches[k].found() if k in watches else {"n": 0}
+            if g is None or g["n"] != known.rows.get(k, 0):
+                return None
+            stats.add(k, b.relation, g["n"], {why: g.get(why, 0) for why in Q.REASONS}, g.get("ingest"),
+                      {j: (g.get(f"low{j}"), g.get(f"high{j}")) for j in range(len(ranges))}, ranges)
+        stats.settle(self.sides)
+        return stats
 
     def _log_stats(self, spark: SparkSession, batch_id: int) -> Stats | None:
         """`_stats` without a Spark job, from the Delta statistics of the files each input's new
