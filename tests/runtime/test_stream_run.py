@@ -176,9 +176,14 @@ def test_a_first_batch_of_many_rows_counts_its_stats_in_the_join_job(spark, setu
     monkeypatch.setattr(microbatch.MicroBatch, "_stats", lambda mb, sides: jobs.append(1) or counted(mb, sides))
     if not observed:
         monkeypatch.setattr(watched.Watch, "found", lambda w: None)
+    held = []  # what each input's held run reads in later batches: its plan
+    seed = microbatch.MicroBatch._seed
+    monkeypatch.setattr(microbatch.MicroBatch, "_seed", lambda mb, batch_id, k, b, clean: held.append(
+        clean._jdf.queryExecution().analyzed().toString()) or seed(mb, batch_id, k, b, clean))
     batches = run_stream(s.stream, plan).batches
     assert [b.batch_id for b in batches] == [0]
     assert jobs == ([] if observed else [1])
+    assert len(held) == 2 and not [p for p in held if "CollectMetrics" in p], "held without the observation"
     assert batches[0].quarantined == spark.table(quarantine).count()
     assert dict(batches[0].rows_in) == {f"{s.ods}.clicks": len(clicks), f"{s.ods}.imps": len(imps)}
     assert_same(spark, plan.sink.table, sink)

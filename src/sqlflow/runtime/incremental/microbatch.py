@@ -310,6 +310,9 @@ class MicroBatch(BatchFunction):
                 with phase("commit log"):  # the written rows per dimension partition, from the cache
                     dims.counts = snapshot.lineage_counts(plan, rows)
             self._uncache()  # before the state appends (`_uncache`)
+            if watches is not None:  # what later batches hold reads the rows without the observation
+                clean = {b.relation: Q.clean(sides[k], b, model=plan.model, reason=stats.reason_of.get(k))
+                         for k, b in enumerate(self.sides)}
             fault_points.reached("sink", batch_id)
             if self.after_sink:
                 self.after_sink(batch_id)
