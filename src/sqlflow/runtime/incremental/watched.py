@@ -33,7 +33,11 @@ class Watch:
         """The aggregates by name, once a job ran the observed rows through; None when none
         did (or Spark handed an empty row: the rows were not run)."""
         jo = self.observation._jo  # the JVM observation: its future says whether it completed
-        if jo is None or not jo.future().isCompleted() or jo.getRow().length() != self.width:
+        if jo is None:
+            return None
+        future = jo.future()
+        if not future.isCompleted() or not future.value().get().isSuccess() \
+                or jo.getRow().length() != self.width:  # (a failed job's metrics: none)
             return None
         return self.observation.get
 
