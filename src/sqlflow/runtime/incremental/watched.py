@@ -3,8 +3,8 @@ observed metrics (docs/design.md §2.9; `MicroBatch._watched`).
 
 A batch of many new rows (a catch-up's one batch) reads each input's rows once in the job that
 computes its join (the count of its output rows, `MicroBatch._few_out`); counting its
-statistics first is a second scan of them all, about half a second for a million rows on two
-cores. Spark can compute aggregates over the rows a plan node passes while that job runs
+statistics first is a second scan of them all, 0.5-0.9 s for a million rows on two cores.
+Spark can compute aggregates over the rows a plan node passes while that job runs
 (`DataFrame.observe`); they are known when the job returns (Spark completes the observation
 before the action returns, in the thread that ran it).
 
@@ -32,7 +32,8 @@ class Watch:
     def found(self) -> dict[str, Any] | None:
         """The aggregates by name, once a job ran the observed rows through; None when none
         did (or Spark handed an empty row: the rows were not run)."""
-        jo = self.observation._jo  # the JVM observation: its future says whether it completed
+        # the JVM observation (PySpark's own attribute): its future says whether it completed
+        jo = getattr(self.observation, "_jo", None)
         if jo is None:
             return None
         future = jo.future()
