@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 import shutil
 from collections import Counter
 from dataclasses import replace
@@ -36,6 +37,7 @@ from sqlflow.planning.plan import COMMIT_LOG
 from sqlflow.runtime.delta import once
 from sqlflow.runtime.dispatch import run_stream
 from sqlflow.runtime.incremental import microbatch, watched
+from sqlflow.runtime.query import checkpoint_dir
 
 pytestmark = pytest.mark.spark
 
@@ -154,6 +156,44 @@ def test_a_batch_of_many_rows_appends_few_output_rows_from_the_driver(spark, set
     assert spark.table(sink).count() > out, "batch 1 has output rows"
     assert_same(spark, plan.sink.table, sink)
     assert_same(spark, plan.quarantine, quarantine, drop=("origin",))
+
+
+def test_a_new_query_asks_the_catalog_once_for_each_table_it_finds_at_its_start(spark, setup, monkeypatch):
+    """A query's start locates its inputs and a new query's leftover state tables with one
+    catalog statement per database (`deltalog.locate`): no existence check or `DESCRIBE` per
+    input, none for state tables that are not there (nothing dropped); the commit log's folder
+    is found once a process, and a sink the first batch creates is described once. Both
+    queries' sinks hold the batch plan's rows."""
+    s = setup
+    plan = s.stream_plans["attributed"]
+    imps, clicks = edge_cases()
+    append(spark, f"{s.ods}.imps", imps, IMP_SCHEMA)
+    append(spark, f"{s.ods}.clicks", clicks, CLICK_SCHEMA)
+    asked: list[tuple[str, str]] = []  # (what, the statement or the table)
+    sql, exists = type(spark).sql, type(spark.catalog).tableExists
+    monkeypatch.setattr(type(spark), "sql", lambda self, q, *a, **k: asked.append(("sql", q)) or sql(self, q, *a, **k))
+    monkeypatch.setattr(type(spark.catalog), "tableExists",
+                        lambda self, t, *a, **k: asked.append(("exists", t)) or exists(self, t, *a, **k))
+
+    def about(name: str) -> list[str]:  # the look-ups of `name` (statements naming it, checks)
+        named = re.compile(rf"(?<![\w.]){re.escape(name.replace('`', '').lower())}(?!\w)")
+        return [q.split()[0] if what == "sql" else "exists" for what, q in asked
+                if named.search(q.replace("`", "").lower()) and not q.lstrip().upper().startswith(("SELECT", "INSERT"))]
+
+    for query in ("first", "new"):
+        asked.clear()
+        assert run_stream(s.stream, plan).batches, query
+        assert_same(spark, plan.sink.table, s.truth("attributed")[0])
+        for relation in (f"{s.ods}.imps", f"{s.ods}.clicks"):
+            assert about(relation) == [], (query, relation, asked)
+        assert [q for what, q in asked if what == "sql" and q.upper().startswith("DROP")] == [], query
+        assert about(plan.sink.table).count("DESCRIBE") == 1, (query, asked)  # after its create
+        if query == "new":  # (the first may be this process's first look-up of the log)
+            assert about(COMMIT_LOG) == [], asked
+        # a new query: the sink, quarantine and checkpoint of the first are gone
+        for table in (plan.sink.table, plan.quarantine):
+            spark.sql(f"DROP TABLE IF EXISTS {table}")
+        shutil.rmtree(checkpoint_dir(s.stream.project_dir, plan))
 
 
 @pytest.mark.parametrize("observed", [True, False], ids=["observed", "not-observed"])

@@ -157,14 +157,14 @@ def append(spark: SparkSession, entries: Iterable[Entry], *, batch: BatchId | No
            table: str = COMMIT_LOG, location: str | None = None) -> int:
     """Append `entries`; with `batch` a replay of the same batch id adds nothing (the app
     `<app>__commit_log`, exactly once as `sqlflow.runtime.delta.once` says). Returns the number of
-    rows appended (0 for a replay). `location`: the log's folder, from `deltalog.describe`
-    after an earlier `ensure` of the same running query (skips two catalog look-ups)."""
+    rows appended (0 for a replay). `location`: the log's folder (`folder`), when the caller
+    holds it already."""
     now = datetime.now(timezone.utc).replace(tzinfo=None)
     rows = [e.as_row(now) for e in entries]
     if not rows:
         return 0
     if location is None:
-        location = _location(spark, table)
+        location = folder(spark, table)
     if batch is not None:
         batch = dataclasses.replace(batch, app_id=f"{batch.app_id}__commit_log")
         if batch.journal is not None:
@@ -190,14 +190,15 @@ def append(spark: SparkSession, entries: Iterable[Entry], *, batch: BatchId | No
 
 
 # (warehouse, log) -> the local folder this process appended to: a backfill appends once per
-# model and per routed target, and the existence check and the location are two catalog
-# look-ups (0.2 s together); a folder whose `_delta_log` is gone (the log dropped) is asked again
+# model and per routed target, a stream query once per start, and the existence check and the
+# location are two catalog look-ups (0.2 s together); a folder whose `_delta_log` is gone (the
+# log dropped) is asked again
 _FOLDERS: dict[tuple[str, str], str] = {}
 
 
-def _location(spark: SparkSession, table: str) -> str | None:
-    """The log's folder when it is local (created first if missing), else None (after
-    `ensure`): where `append` writes without a Spark job."""
+def folder(spark: SparkSession, table: str = COMMIT_LOG) -> str | None:
+    """The log's folder (created first if missing; a local one found once a process), None
+    over Spark Connect (after `ensure`): where `append` writes without a Spark job."""
     key = (spark.conf.get("spark.sql.warehouse.dir", "") or "", table.lower())
     known = _FOLDERS.get(key)
     if known is not None and deltalog.local_log(spark, known) is not None:

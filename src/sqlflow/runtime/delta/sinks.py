@@ -22,7 +22,7 @@ from __future__ import annotations
 import dataclasses
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from pyspark.errors import AnalysisException
 from pyspark.sql import DataFrame, SparkSession
@@ -74,6 +74,9 @@ class WriteResult:
     files: int = 0
     partitions: tuple[PartitionWrite, ...] = ()
     skipped: bool = False
+    # the catalog's description of the table this write created empty and appended to (the
+    # local append), for a caller that describes it next; not part of what was committed
+    created: deltalog.TableInfo | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
@@ -158,17 +161,18 @@ def write(spark: SparkSession, sink: Sink, rows: DataFrame | None = None, *, sql
         if earlier is not None:  # a retry: the batch is already in the table
             assert info is not None  # found in the table: it exists
             return dataclasses.replace(committed(spark, sink, earlier, info.location), skipped=True)
+    created = None  # the new table's description, when created here
     if local and sink.write == "append_once" and batch is not None and batch.journal is not None:
         if info is None:  # created empty first, as `_dispatch` creates it, then appended to
             try:
                 retried_create.create(spark, _create(rows.limit(0), sink), sink.table, sink.owner, sink.role)
             except AnalysisException as exc:
                 raise _write_failed(sink, exc) from exc
-            info = deltalog.describe(spark, sink.table)
+            info = created = deltalog.describe(spark, sink.table)
         left = local_append.append_frame(spark, info.location, rows,
                                          user_metadata=once.marker(batch.app_id, batch.batch_id))
         if left is None:  # appended
-            return _result(spark, sink, before, info.location)
+            return dataclasses.replace(_result(spark, sink, before, info.location), created=created)
         rows = left  # Spark writes them, computed once
     if local and sink.write == "replace" and info is not None and info.format == "delta":
         left = local_append.append_frame(spark, info.location, rows, replace=True)

@@ -56,9 +56,13 @@ class InputLogs:
     def log(self, spark: SparkSession, relation: str) -> str | None:
         """`relation`'s local `_delta_log` folder (None: not local, or not known)."""
         if relation not in self._logs:
-            location = deltalog.describe(spark, relation).location
-            self._logs[relation] = deltalog.local_log(spark, location)
+            self.located(spark, relation, deltalog.describe(spark, relation).location)
         return self._logs[relation]
+
+    def located(self, spark: SparkSession, relation: str, location: str | None) -> None:
+        """`relation`'s table lies at `location` (the catalog's folder, as found at the
+        query's start: `stream.check_plan`)."""
+        self._logs[relation] = deltalog.local_log(spark, location)
 
     def _batch_versions(self, spark: SparkSession, relation: str, checkpoint: Path | None,
                         batch_id: int, k: int) -> tuple[str, offsets.Delivered, offsets.Delivered] | None:

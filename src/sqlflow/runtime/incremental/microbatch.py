@@ -67,7 +67,7 @@ from pyspark.sql.types import StructField, StructType, TimestampType
 
 from sqlflow.errors import Location, SqlflowError
 from sqlflow.identifiers import quote as quote_ident
-from sqlflow.planning.plan import COMMIT_LOG, PruneRange, Sink, SourceBinding, StreamPlan
+from sqlflow.planning.plan import PruneRange, Sink, SourceBinding, StreamPlan
 from sqlflow.runtime import fault_points, offsets, sink_partitions, snapshot
 from sqlflow.runtime import quarantine as Q
 from sqlflow.runtime.analysis_errors import model_errors
@@ -304,8 +304,8 @@ class MicroBatch(BatchFunction):
             with phase("sink"), no_runtime_filter(spark), small_plan(spark, few, interpreted):
                 written = write(spark, plan.sink, rows, batch=self._id(app, batch_id),
                                 known=self._sink_info, local=local)
-                if self._sink_info is None:
-                    self._sink_info = deltalog.describe(spark, plan.sink.table)
+                if self._sink_info is None:  # (described by the write when it created it)
+                    self._sink_info = written.created or deltalog.describe(spark, plan.sink.table)
             if dims is not None and dims.snapshot is not None and (written.version is not None or written.skipped):
                 with phase("commit log"):  # the written rows per dimension partition, from the cache
                     dims.counts = snapshot.lineage_counts(plan, rows)
@@ -1179,8 +1179,7 @@ class MicroBatch(BatchFunction):
                                     run_id=batch.app_id, batch_id=batch.batch_id, rows=n, reason=why)
                     for spec, n, why in dirty]
         if entries and self._log_location is None:
-            commitlog.ensure(spark)
-            self._log_location = deltalog.describe(spark, COMMIT_LOG).location
+            self._log_location = commitlog.folder(spark)
         commitlog.append(spark, entries, batch=batch, location=self._log_location)
         return out
 
