@@ -180,13 +180,20 @@ def test_a_new_query_asks_the_catalog_once_for_each_table_it_finds_at_its_start(
         return [q.split()[0] if what == "sql" else "exists" for what, q in asked
                 if named.search(q.replace("`", "").lower()) and not q.lstrip().upper().startswith(("SELECT", "INSERT"))]
 
+    from sqlflow.runtime.incremental import padding
+    progress = padding.progress_table(plan.sink.table, plan.model)
     for query in ("first", "new"):
+        if query == "new":  # a leftover state table of the model's earlier query: dropped
+            spark.sql(f"CREATE TABLE {progress} (x INT) USING delta "
+                      f"TBLPROPERTIES ('sqlflow.model' = '{plan.model}', 'sqlflow.role' = 'state')")
         asked.clear()
         assert run_stream(s.stream, plan).batches, query
         assert_same(spark, plan.sink.table, s.truth("attributed")[0])
         for relation in (f"{s.ods}.imps", f"{s.ods}.clicks"):
             assert about(relation) == [], (query, relation, asked)
-        assert [q for what, q in asked if what == "sql" and q.upper().startswith("DROP")] == [], query
+        dropped = [q for what, q in asked if what == "sql" and q.upper().startswith("DROP")]
+        assert len(dropped) == about(progress).count("DROP") == (query == "new"), (query, dropped)
+        assert not spark.catalog.tableExists(progress), query
         assert about(plan.sink.table).count("DESCRIBE") == 1, (query, asked)  # after its create
         if query == "new":  # (the first may be this process's first look-up of the log)
             assert about(COMMIT_LOG) == [], asked
