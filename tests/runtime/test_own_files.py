@@ -127,6 +127,26 @@ def test_many_files_are_listed_by_the_driver_without_a_job(spark):
     spark.sql(f"DROP TABLE {name}")
 
 
+
+@pytest.mark.spark
+@pytest.mark.parametrize("order", [("id", "v", "s", "n"), ("id", "v", "n", "s"), ("s", "id", "n", "v")])
+def test_the_columns_are_the_table_s_in_its_order_wherever_its_partition_columns_are(spark, order):
+    """Spark puts the partition columns, read from the folders, after the files' columns: the
+    read gives the table's own order whether its partition columns are last in folder order
+    (no projection needed), last in another order, or among the others."""
+    name = "rt_own_files_order"
+    spark.sql(f"DROP TABLE IF EXISTS {name}")
+    spark.range(60).selectExpr("id", "id * 10 AS v", "CONCAT('s', CAST(id % 3 AS STRING)) AS s",
+                               "CAST(id % 2 AS INT) AS n").select(*order).repartition(2) \
+        .write.format("delta").partitionBy("s", "n").saveAsTable(name)
+    table = Path(spark.sql(f"DESCRIBE DETAIL {name}").first()["location"].removeprefix("file:"))
+    assert logfiles.plain_parquet(table) == ["s", "n"]
+    read = own_files.read(spark, table, list(logfiles.live_adds(table).values()),
+                          spark.table(name).schema, ["s", "n"])
+    assert read is not None and read.columns == list(order)
+    _same(read, spark.table(name))
+    spark.sql(f"DROP TABLE {name}")
+
 def _log(tmp_path: Path, protocol: dict, configuration: dict | None = None) -> Path:
     log = tmp_path / "_delta_log"
     log.mkdir()

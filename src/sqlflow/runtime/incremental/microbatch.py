@@ -431,14 +431,19 @@ class MicroBatch(BatchFunction):
             rows = (self._own_rows(spark, batch_id, k)
                     or older.table_at(spark, b.relation, version, self.schemas[b.relation]))
             return rows.persist() if self.outer else rows
-        rows = df.where(F.col(SIDE) == k).select(f"{side_column(k)}.*")
         if whole:  # nothing new on this input: no rows, as the optimizer sees (no scan, no cache)
-            return rows.limit(0)
-        rows = self._own_rows(spark, batch_id, k) or rows
+            return self._envelope_rows(df, k).limit(0)
+        rows = self._own_rows(spark, batch_id, k) or self._envelope_rows(df, k)
         size = self.logs.added_bytes(spark, b.relation, self.checkpoint, batch_id, k)
         if size is not None and size <= input_logs.SMALL_BATCH_BYTES:
             rows = rows.coalesce(1)
         return rows.persist()
+
+    @staticmethod
+    def _envelope_rows(df: DataFrame, k: int) -> DataFrame:
+        """Input `k`'s slice of the micro-batch's envelope, flat (built only where it is read:
+        each frame is JVM calls and an analysis)."""
+        return df.where(F.col(SIDE) == k).select(f"{side_column(k)}.*")
 
     def _own_rows(self, spark: SparkSession, batch_id: int, k: int) -> DataFrame | None:
         """Input `k`'s new rows of this batch read from the data files its log says it handed
