@@ -65,7 +65,7 @@ def read(spark: SparkSession, table_dir: Path, adds: list[dict[str, Any]], schem
         rows = reader.parquet(*paths)
     # Spark puts the partition columns, read from the folders, after the files' columns: a
     # projection back to the schema's order only where that is not already its order (a
-    # `select` is a JVM call per column, two micro-batch reads each time)
+    # `select` costs JVM calls per column, on every read of every micro-batch)
     names = [f.name for f in schema.fields]
     if [n for n in names if n not in partition_columns] + partition_columns == names:
         return rows
