@@ -245,14 +245,16 @@ class MicroBatch(BatchFunction):
             keeps: dict[str, list[tuple[str, int, int]] | None] = {}  # `_keep` per joined input
             olds: dict[str, DataFrame] = {}  # each joined input's older rows
             if few and self._keyed(spark) and self.held.on_driver and not keys:
-                with phase("keys"):
-                    for k, b in enumerate(self.sides):
-                        if b.relation in self._keyed(spark):
-                            whole = self._to_run(batch_id, k)
-                            keys[b.relation] = clean[b.relation].select(
-                                *(clean[b.relation].columns if whole else self._probed(b))).toArrow()
-                            if whole:
-                                arrows[b.relation] = keys[b.relation]
+                with phase("keys"):  # each keyed input's rows (or keys) at once (`side_jobs`)
+                    taken = [(b, self._to_run(batch_id, k)) for k, b in enumerate(self.sides)
+                             if b.relation in self._keyed(spark)]
+                    tables = self.side_jobs.to_arrow(spark, [
+                        clean[b.relation].select(*(clean[b.relation].columns if whole else self._probed(b)))
+                        for b, whole in taken])
+                    for (b, whole), table in zip(taken, tables, strict=True):
+                        keys[b.relation] = table
+                        if whole:
+                            arrows[b.relation] = table
             # the rows the join reads at most, as far as known (None: not known), for `small_plan`
             reads: int | None = None if self.outer else sum(counts.values())
             with phase("prune"):
