@@ -106,3 +106,43 @@ def test_a_batch_leaves_out_the_copies_outside_the_rows_it_can_match():
     assert c.rows("t", -1, 3, keep=[("other", 0, 1)]) == [early.compact, late.compact, unknown.compact]
     assert c.rows("t", -1, 3) == [early.compact, late.compact, unknown.compact]  # no pruning
     assert not early.dropped  # left out, still held
+
+
+def test_a_batch_leaves_out_the_copies_that_hold_none_of_the_keys_it_looks_up():
+    """`Copies.rows(wanted=...)`: a copy whose key columns (taken to the driver with its
+    rows) hold none of the keys the batch's new rows of the other input look this input up
+    by gives the inner join no row, so the batch does not read it; a NULL key matches
+    nothing; a copy whose keys are not known is always read; the keys are asked only when
+    a copy is left after the range pruning."""
+    import pyarrow as pa
+
+    c = copies.Copies()
+    c.begin(0)
+    hit, miss, nulls, unknown = Frame(["h"]), Frame(["m"]), Frame(["n"]), Frame(["u"])
+    keys = pa.schema([("req", pa.string()), ("ad", pa.int64())])
+    assert c.add("t", 0, hit, hit, 2, keys=pa.table({"req": ["a", "b"], "ad": [1, 2]}, schema=keys))
+    assert c.add("t", 1, miss, miss, 2, keys=pa.table({"req": ["a", "c"], "ad": [2, 1]}, schema=keys))
+    assert c.add("t", 2, nulls, nulls, 1, keys=pa.table({"req": [None], "ad": [1]}, schema=keys))
+    assert c.add("t", 3, unknown, unknown, 1)
+    asked = []
+
+    def wanted(rows):
+        def keys_wanted():
+            asked.append(1)
+            return pa.table(rows, schema=keys)
+        return keys_wanted
+
+    # ("b", 2) is in batch 0's copy only; ("a", 1) too (batch 1 holds "a" with another ad)
+    found = c.rows("t", -1, 4, wanted=wanted({"req": ["b", "a"], "ad": [2, 1]}))
+    assert found == [hit.compact, unknown.compact]
+    assert c.rows("t", -1, 4, wanted=wanted({"req": ["c"], "ad": [1]})) == [miss.compact, unknown.compact]
+    assert c.rows("t", -1, 4, wanted=wanted({"req": [], "ad": []})) == [unknown.compact]
+    assert c.rows("t", -1, 4) == [hit.compact, miss.compact, nulls.compact, unknown.compact]  # no lookup
+    assert not miss.dropped and not nulls.dropped  # left out, still held
+    asked.clear()
+    early = Frame(["e"])
+    d = copies.Copies()
+    d.begin(0)
+    assert d.add("t", 0, early, early, 1, extent={"ts": (0, 9)}, keys=pa.table({"req": ["a"], "ad": [1]}, schema=keys))
+    assert d.rows("t", -1, 1, keep=[("ts", 50, 60)], wanted=wanted({"req": ["a"], "ad": [1]})) == []
+    assert asked == []  # every copy out of range: no keys computed

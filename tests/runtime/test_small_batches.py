@@ -536,8 +536,9 @@ def test_a_running_query_looks_its_held_rows_up_by_key_and_equals_the_batch_plan
     commit per chunk, into one running query: held rows were looked up, fewer handed over than
     held, and sink and quarantine equal the batch plan's, row for row. With `files` files a
     commit read a file a micro-batch, batches end inside versions too: those take only the
-    columns looked up by to the driver (`MicroBatch._to_run`), and the rows are the same.
-    Every batch after the first reads its new rows from the inputs' own files (`own_files`)."""
+    columns looked up by to the driver (`MicroBatch._to_run`), and read back the copies of the
+    batches before them in the version that hold a key they look up (`copies`): the rows
+    are the same. Every batch after the first reads its new rows from the inputs' own files (`own_files`)."""
     import random
 
     from runtime.adkit import edge_cases, random_rows
@@ -582,6 +583,17 @@ def test_a_running_query_looks_its_held_rows_up_by_key_and_equals_the_batch_plan
         return found
 
     monkeypatch.setattr(microbatch.MicroBatch, "_arrow_stats", arrow_stats)
+    from sqlflow.runtime.incremental import copies
+
+    matched_of = copies._matched
+    kept_copies: list[tuple[int, int]] = []  # (copies asked, copies holding a wanted key)
+
+    def matched(tables, wanted):
+        hit = matched_of(tables, wanted)
+        kept_copies.append((len(tables), len(tables) if hit is None else len(hit)))
+        return hit
+
+    monkeypatch.setattr(copies, "_matched", matched)
     own = own_file_reads(monkeypatch)  # (batch, input) read from the input's own files
     if files > 1:
         plan = dataclasses.replace(plan, sources=tuple(
@@ -604,6 +616,9 @@ def test_a_running_query_looks_its_held_rows_up_by_key_and_equals_the_batch_plan
     quarantined = {b.batch_id for b in fn.reports if b.kind == "batch" and b.quarantined}
     assert quarantined and quarantined <= set(on_driver), (quarantined, on_driver)
     assert bool(narrow) is (files > 1), (narrow, on_driver)
+    # batches inside a version read the copies of the batches before them in it, and left
+    # out some holding none of their keys (`copies._matched`); the rows are the same below
+    assert any(hit < asked for asked, hit in kept_copies) is (files > 1), kept_copies
     # every batch after the first read its new rows from the inputs' own files (`own_files`)
     assert len({b for b, _ in own}) >= len({b.batch_id for b in fn.reports if b.kind == "batch"}) - 1, own
     sink, quarantine = s.truth("attributed")

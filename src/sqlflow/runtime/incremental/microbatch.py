@@ -53,6 +53,7 @@ keeps them and `foreachBatch` apart (they share temp views and the sink).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import threading
 import time
 from collections.abc import Callable
@@ -267,8 +268,10 @@ class MicroBatch(BatchFunction):
                         if keep == []:
                             old = clean[b.relation].limit(0)
                         else:
+                            wanted = self._wanted(spark, b, keys)
                             old, most = self._older(spark, b, sources[b.relation], batch_id, keep,
-                                                    self._probe(spark, b, keys, clean[b.relation].schema))
+                                                    self._probe(spark, b, wanted, clean[b.relation].schema),
+                                                    wanted)
                             reads = None if reads is None or most is None else reads + most
                         olds[b.relation] = old
             interpreted = reads is not None and reads <= INTERPRETED_ROWS
@@ -336,7 +339,8 @@ class MicroBatch(BatchFunction):
                             self._state_exists[table] = True
                         # the same rows, held for the next micro-batches' older rows (`copies`)
                         if self.copies.add(b.relation, batch_id, sides[k], clean[b.relation], counts[k],
-                                           extent=self._piece_extent(b, stats)):
+                                           extent=self._piece_extent(b, stats),
+                                           keys=self._copy_keys(spark, b, keys)):
                             copied.add(k)
                 self.ledger.record(batch_id, after)
                 if now is not None:
@@ -462,17 +466,18 @@ class MicroBatch(BatchFunction):
 
     def _older(self, spark: SparkSession, b: SourceBinding, source: older.Source, batch_id: int,
                keep: list[tuple[str, int, int]] | None,
-               probe: Callable[[Store], tuple[DataFrame | None, int]] | None = None
-               ) -> tuple[DataFrame, int | None]:
+               probe: Callable[[Store], tuple[DataFrame | None, int]] | None = None,
+               wanted: Callable[[], pa.Table] | None = None) -> tuple[DataFrame, int | None]:
         """`b`'s older rows (`older.Source`): its clean rows in the table as of the source's
         version plus the copies of later batches, pruned to `keep` (`_keep`); and how many
         rows the join scans for them at most (None: not known; the copies of a state table
         are not counted). The table as of the version is left out when its file statistics
         say no row of it is in `keep` (`_base_may_match`). `probe`: the held batches' rows
-        the batch can match and their count, by key (`_probe`), for a run held on the driver."""
+        the batch can match and their count, by key (`_probe`), for a run held on the driver;
+        `wanted`: the keys it looks them up by (`_wanted`), by which copies are left out too."""
         schema = self.schemas[b.relation]
         where = self._keep_column(b, keep)
-        copies = self._copies(spark, b, source, batch_id, where, keep)
+        copies = self._copies(spark, b, source, batch_id, where, keep, wanted)
         if source.base is None:
             return copies if copies is not None else state.empty(spark, schema), None
         scanned: list[int | None] = []  # the base version's rows the parts read at most
@@ -512,13 +517,15 @@ class MicroBatch(BatchFunction):
         return (reduce(DataFrame.unionByName, parts) if parts else state.empty(spark, schema)), most
 
     def _copies(self, spark: SparkSession, b: SourceBinding, source: older.Source, batch_id: int,
-                where: Column | None, keep: list[tuple[str, int, int]] | None = None) -> DataFrame | None:
+                where: Column | None, keep: list[tuple[str, int, int]] | None = None,
+                wanted: Callable[[], pa.Table] | None = None) -> DataFrame | None:
         """`b`'s copies in its state table of the batches after `source.since` and before
         `batch_id`, pruned by `where` (`keep` as a filter): from memory when this object
-        appended them all (`copies`: those whose range `keep` can match), else read from the
-        table; None when there are none (no state table, or none held)."""
+        appended them all (`copies`: those whose range `keep` can match and, by `wanted`, that
+        hold a key the batch looks up), else read from the table; None when there are none
+        (no state table, or none held)."""
         table = self.state_tables[b.relation]
-        found = self.copies.rows(b.relation, source.since, batch_id, keep)
+        found = self.copies.rows(b.relation, source.since, batch_id, keep, wanted)
         if found is None and source.files:
             return self._file_copies(spark, b, source, batch_id, where)
         if found is None:
@@ -711,24 +718,46 @@ class MicroBatch(BatchFunction):
         assert self._lookups is not None, "`_keyed` runs first, at the start of every micro-batch"
         return tuple(mine for mine, _ in self._lookups.get(b.relation, ()))
 
-    def _probe(self, spark: SparkSession, b: SourceBinding, keys: dict[str, pa.Table],
-               schema: StructType) -> Callable[[Store], tuple[DataFrame | None, int]] | None:
-        """For `b`'s run held on the driver, the lookup of its held batches' rows that this
-        batch's new rows of the other input can match (`key_index.Store.matching`), as a frame of
-        `schema` (None: no row) and their count; None when the batch took no rows to the
-        driver (`keys`: per input, its clean new rows there, at least the columns looked up by)."""
+    def _wanted(self, spark: SparkSession, b: SourceBinding, keys: dict[str, pa.Table]
+                ) -> Callable[[], pa.Table] | None:
+        """The keys of this batch's new rows of the other input that `b`'s older rows are looked
+        up by (`keyed.keys_of`, named as `b`'s columns), computed at the first call only: a
+        batch that looks up no held batch and no copy of `b` (`_probe`, `copies`) never asks.
+        None when `b` is not looked up by key or the batch took no rows to the driver (`keys`:
+        per input, its clean new rows there, at least the columns looked up by)."""
         pairs = self._keyed(spark).get(b.relation)
         other = next((p.other for p in b.keys), None)
         if not pairs or other not in keys or b.relation not in keys:
             return None
-        wanted = keyed.keys_of(keys[other], pairs)
+        new = keys[other]
+        return functools.cache(lambda: keyed.keys_of(new, pairs))
+
+    def _probe(self, spark: SparkSession, b: SourceBinding, wanted: Callable[[], pa.Table] | None,
+               schema: StructType) -> Callable[[Store], tuple[DataFrame | None, int]] | None:
+        """For `b`'s run held on the driver, the lookup of its held batches' rows that this
+        batch's new rows of the other input can match (`key_index.Store.matching`: those of
+        the keys `wanted` gives, `_wanted`), as a frame of `schema` (None: no row) and their
+        count; None without `wanted`."""
+        if wanted is None:
+            return None
 
         def lookup(store: Store) -> tuple[DataFrame | None, int]:
-            found = store.matching(wanted)
+            found = store.matching(wanted())
             if found is None or not found.num_rows:
                 return None, 0
             return spark.createDataFrame(found, schema=schema), found.num_rows
         return lookup
+
+    def _copy_keys(self, spark: SparkSession, b: SourceBinding, keys: dict[str, pa.Table]
+                   ) -> pa.Table | None:
+        """The columns of `b`'s clean new rows on the driver (`keys`) that its older rows are
+        looked up by (`_key_columns`), for `copies` to leave out a copy that holds none of a
+        later batch's keys; None when `b` is not looked up by key or they are not there."""
+        columns = self._key_columns(b)
+        table = keys.get(b.relation)
+        if not columns or table is None or not set(columns) <= set(table.column_names):
+            return None
+        return table.select(list(columns))
 
     def _seed(self, batch_id: int, k: int, b: SourceBinding, clean: DataFrame) -> None:
         """Start `b`'s held run from this micro-batch when its new rows were the whole table
