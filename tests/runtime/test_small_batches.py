@@ -151,8 +151,8 @@ def test_a_recent_version_is_read_once_then_its_window_serves_later_batches(spar
     older_rows = microbatch.MicroBatch._older
     small_plan = microbatch.small_plan
 
-    def spied(self, spark_, b, source, batch_id, keep, probe=None):
-        rows, at_most = older_rows(self, spark_, b, source, batch_id, keep, probe)
+    def spied(self, spark_, b, source, batch_id, keep, probe=None, wanted=None):
+        rows, at_most = older_rows(self, spark_, b, source, batch_id, keep, probe, wanted)
         if b.relation.endswith(".imps"):
             files[batch_id] = [f for f in rows.inputFiles() if "/imps/" in f]
             most[batch_id] = at_most
@@ -216,9 +216,9 @@ def test_a_batch_that_brings_one_input_nothing_keeps_the_other_inputs_window(spa
         opened.append(1)
         return open_window(*args, **kwargs)
 
-    def spied(self, spark_, b, source, batch_id, keep, probe=None):
+    def spied(self, spark_, b, source, batch_id, keep, probe=None, wanted=None):
         older_calls.append((batch_id, b.relation.rsplit(".", 1)[-1]))
-        return older_rows(self, spark_, b, source, batch_id, keep, probe)
+        return older_rows(self, spark_, b, source, batch_id, keep, probe, wanted)
 
     def imps(minute):
         return [imp(f"m{minute}-{k}", k, at(1, 10, minute, k)) for k in range(6)]
