@@ -340,7 +340,7 @@ class MicroBatch(BatchFunction):
                         # the same rows, held for the next micro-batches' older rows (`copies`)
                         if self.copies.add(b.relation, batch_id, sides[k], clean[b.relation], counts[k],
                                            extent=self._piece_extent(b, stats),
-                                           keys=self._copy_keys(spark, b, keys)):
+                                           keys=self._copy_keys(b, keys)):
                             copied.add(k)
                 self.ledger.record(batch_id, after)
                 if now is not None:
@@ -748,8 +748,7 @@ class MicroBatch(BatchFunction):
             return spark.createDataFrame(found, schema=schema), found.num_rows
         return lookup
 
-    def _copy_keys(self, spark: SparkSession, b: SourceBinding, keys: dict[str, pa.Table]
-                   ) -> pa.Table | None:
+    def _copy_keys(self, b: SourceBinding, keys: dict[str, pa.Table]) -> pa.Table | None:
         """The columns of `b`'s clean new rows on the driver (`keys`) that its older rows are
         looked up by (`_key_columns`), for `copies` to leave out a copy that holds none of a
         later batch's keys; None when `b` is not looked up by key or they are not there."""
