@@ -28,8 +28,12 @@ append's (`version_checksum`).
 
 A failed compaction leaves the log as it was and is not the append's failure: the row is
 already committed. The next due compaction tries again; it is said as a warning (a log whose
-files are never merged makes every append slower), except a commit that lost to a compaction
-outside sqlflow (Spark's `OPTIMIZE`), whose files the other one merged.
+files are never merged makes every append slower), except a commit delta-rs refused for a
+conflict it detects (a concurrent change of the table's metadata or protocol, or a delete),
+which the next one retries past.
+
+Not covered: a compaction outside sqlflow (Spark's `OPTIMIZE` of the commit log) takes no
+lock, and delta-rs would let ours through beside it as beside another of ours.
 
 Not bounded here: the log's commit files themselves (`_delta_log/*.json`), kept for Delta's
 `logRetentionDuration` (30 days); delta-rs lists them on every append, which still adds about
@@ -72,7 +76,7 @@ def compact(folder: str) -> bool:
         try:
             table = open_tables.table(folder)  # its newest version, read under the lock
             metrics = table.optimize.compact(target_size=TARGET)
-        except CommitFailedError:  # lost to a compaction outside sqlflow, which merged them
+        except CommitFailedError:  # a conflict delta-rs detects: the next compaction retries
             open_tables.forget(folder)
             return False
         except (DeltaError, OSError) as exc:
