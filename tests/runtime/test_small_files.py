@@ -20,11 +20,12 @@ from sqlflow.runtime.delta import open_tables, small_files
 deltalake = pytest.importorskip("deltalake")
 
 
-def _table(folder: Path, appends: int) -> list[int]:
-    """A Delta table of `appends` one-row appends (one small file each); the ids written."""
-    for i in range(appends):
+def _table(folder: Path, appends: int, start: int = 0) -> list[int]:
+    """`appends` one-row appends (one small file each) to the Delta table in `folder` (created
+    by the first), ids from `start`; the ids written."""
+    for i in range(start, start + appends):
         deltalake.write_deltalake(str(folder), pa.table({"id": [i]}), mode="append")
-    return list(range(appends))
+    return list(range(start, start + appends))
 
 
 def _ids(folder: Path) -> Counter:
@@ -78,14 +79,8 @@ def test_threads_compacting_at_once_keep_every_row_once(tmp_path):
             t.join()
         assert not failed, failed
         assert _ids(folder) == Counter(ids), "a row is in the table more than once, or lost"
-        ids += _table_more(folder, len(ids), 12)
+        ids += _table(folder, 12, start=len(ids))
     assert any(done)
-
-
-def _table_more(folder: Path, start: int, appends: int) -> list[int]:
-    for i in range(start, start + appends):
-        deltalake.write_deltalake(str(folder), pa.table({"id": [i]}), mode="append")
-    return list(range(start, start + appends))
 
 
 def test_a_failed_compaction_warns_and_leaves_the_table_as_it_was(tmp_path, caplog):
