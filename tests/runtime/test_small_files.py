@@ -94,3 +94,22 @@ def test_a_failed_compaction_warns_and_leaves_the_table_as_it_was(tmp_path, capl
     assert len(warned) == 1, warned
     assert str(folder) in warned[0] and "merging its small files failed" in warned[0]
     assert "tries again" in warned[0]
+
+
+def test_a_file_system_without_locks_skips_the_compaction_with_a_warning(tmp_path, caplog, monkeypatch):
+    """`flock` refused (ENOLCK, as some network file systems answer): the append's compaction
+    is skipped, said, and nothing reaches the append that called it."""
+    import errno
+
+    folder = tmp_path / "log"
+    _table(folder, 3)
+
+    def refused(fd, op):
+        raise OSError(errno.ENOLCK, "No locks available")
+
+    monkeypatch.setattr(small_files.fcntl, "flock", refused)
+    with caplog.at_level(logging.WARNING, logger="sqlflow"):
+        assert small_files.appended(str(folder), small_files.EVERY) is False
+    assert _version(folder) == 2
+    warned = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warned) == 1 and "No locks available" in warned[0] and str(folder) in warned[0], warned

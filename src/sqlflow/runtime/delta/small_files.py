@@ -111,6 +111,12 @@ def _alone(folder: str) -> Iterator[bool]:
         except BlockingIOError:
             yield False
             return
+        except OSError as exc:  # a file system without locks (some network ones)
+            log.warning("commit log `%s`: cannot lock its compaction lock (%s); its small files "
+                        "are not merged, and every append gets slower as they pile up: keep the "
+                        "log on a file system with `flock`", folder, exc)
+            yield False
+            return
         try:
             yield True
         finally:
