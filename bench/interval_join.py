@@ -28,6 +28,10 @@ the JVM heap in use (`Runtime.totalMemory() - freeMemory()`, read through py4j e
 from a second Python thread, after that `System.gc()`): in local mode the driver
 JVM is the executor too, so it includes Spark's in-memory join state; it counts garbage not yet
 collected, so read it as an upper bound and compare the runs with each other.
+`--retained-every S` adds one round after the timed ones in which the sampler also asks for a
+full collection every S seconds and reads the heap right after it: the most the run retained
+(live objects, no garbage), the figure for "state on disk, not in the heap"; the pauses slow
+that round, so it is not timed.
 
 Then it checks that every run produced the same rows as the batch plan (both directions of
 EXCEPT ALL, every column) and prints the ratios with their targets: the default stream plan at
@@ -92,6 +96,7 @@ class Measure:
     seconds: float = 0.0
     peak_heap_mb: float = 0.0
     live_heap_mb: float = 0.0  # the most the heap held right after a collection (`HeapSampler`)
+    retained_heap_mb: float | None = None  # the most a full collection left, `--retained-every` round
     batches: int | None = None
     error: str | None = None
     differs: str | None = None
@@ -108,18 +113,33 @@ class HeapSampler:
     use before it collects), and `live`, the most the heap held right after a collection (the
     garbage collectors' last `GcInfo`, summed over the heap's pools): at most what the run
     kept (after a young collection the old generation may still hold garbage a later mixed
-    collection reclaims), the figure that shows state held in the heap (issue 23, item 5). A
-    collection between two samples that is not the last is not seen; the one the sampler asks
-    for at the start is."""
+    collection reclaims). A collection between two samples that is not the last is not seen;
+    the one the sampler asks for at the start is.
 
-    def __init__(self, spark, every: float = 0.1):
-        self.jvm, self.every = spark.sparkContext._jvm, every
-        self.peak, self.live, self._stop = 0, 0, threading.Event()
+    With `full_every` (seconds) it also asks for a full collection (`System.gc()`, stop the
+    world) that often and once at the end, and reads the heap right after each: `retained`,
+    the most the run held while it went (live objects only, no garbage of either generation),
+    the figure that shows state held in the heap (issue 23, item 5). The pauses slow the run:
+    time such a run apart."""
+
+    def __init__(self, spark, every: float = 0.1, full_every: float = 0.0):
+        self.jvm, self.every, self.full_every = spark.sparkContext._jvm, every, full_every
+        self.peak, self.live, self.retained, self._stop = 0, 0, 0, threading.Event()
+        self._next_full = 0.0
         management = self.jvm.java.lang.management.ManagementFactory
         self._collectors = list(management.getGarbageCollectorMXBeans())
         self._pools = {p.getName() for p in management.getMemoryPoolMXBeans()
                        if p.getType().toString() == "Heap memory"}
         self._seen = [-1] * len(self._collectors)
+        if full_every and (flags := self._explicit_gc_flags(management)):
+            raise SystemExit(f"bench: the JVM runs with {flags}: System.gc() is then no full "
+                             "collection and the retained heap cannot be read")
+
+    def _explicit_gc_flags(self, management) -> str:
+        """The JVM flags that turn `System.gc()` into something other than a full collection."""
+        bean = management.getPlatformMXBean(self.jvm.com.sun.management.HotSpotDiagnosticMXBean._java_lang_class)
+        return ", ".join(f"-XX:+{name}" for name in ("DisableExplicitGC", "ExplicitGCInvokesConcurrent")
+                         if bean.getVMOption(name).getValue() == "true")
 
     def used(self) -> int:
         rt = self.jvm.java.lang.Runtime.getRuntime()
@@ -145,6 +165,7 @@ class HeapSampler:
         self.jvm.java.lang.System.gc()
         self.peak = self.used()
         self.live = self.after_collections()
+        self._next_full = time.monotonic() + self.full_every
         self._thread = threading.Thread(target=self._poll, daemon=True)
         self._thread.start()
         return self
@@ -152,6 +173,10 @@ class HeapSampler:
     def _sample(self) -> None:
         self.peak = max(self.peak, self.used())
         self.live = max(self.live, self.after_collections())
+        if self.full_every and time.monotonic() >= self._next_full:
+            self.jvm.java.lang.System.gc()
+            self.retained = max(self.retained, self.used())
+            self._next_full = time.monotonic() + self.full_every
 
     def _poll(self) -> None:
         while not self._stop.wait(self.every):
@@ -163,6 +188,7 @@ class HeapSampler:
     def __exit__(self, *exc):
         self._stop.set()
         self._thread.join()
+        self._next_full = 0.0  # and one full collection at the end: a run shorter than `full_every`
         self._sample()
 
 
@@ -179,17 +205,20 @@ def copy_project(folder: Path) -> Path:
     return folder
 
 
-def timed(m: Measure, spark, run: Callable[[], int | None]) -> Measure:
+def timed(m: Measure, spark, run: Callable[[], int | None], full_every: float = 0.0) -> Measure:
     """Run `run` (returns its micro-batch count, or None), sampling the heap; keep the error.
     The clock starts after the sampler's `System.gc()`: the harness's collection of earlier
-    runs' garbage is not the run's time."""
+    runs' garbage is not the run's time. With `full_every`, the sampler's full collections
+    (`HeapSampler`) give `retained_heap_mb` and slow the run: its time is not a measure."""
     began = None
     try:
-        with HeapSampler(spark) as heap:
+        with HeapSampler(spark, full_every=full_every) as heap:
             began = time.monotonic()
             m.batches = run()
             m.seconds = time.monotonic() - began
         m.peak_heap_mb, m.live_heap_mb = heap.peak / 2**20, heap.live / 2**20
+        if full_every:
+            m.retained_heap_mb = heap.retained / 2**20
     except Exception as exc:  # a failed run is a result too: report it and go on
         m.error = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         if "--debug" in sys.argv:
@@ -354,18 +383,20 @@ def report(runs: list[Measure], by: dict[str, Measure], every: dict[str, list[Me
     console = Console(highlight=False, width=110)
     table = Table(title="Interval join: clicks to impressions of the previous 20 minutes",
                   title_justify="left")
+    retained = any(m.retained_heap_mb is not None for m in runs)  # `--retained-every`
     for col in ("run", "rows in", "rows out", "batches", "seconds", "rows/s", "peak heap MB",
-                "after GC MB", "result"):
+                "after GC MB", *(("full GC MB",) if retained else ()), "result"):
         table.add_column(col, justify="left" if col in ("run", "result") else "right",
                          no_wrap=col == "run")
     for m in runs:
         result = ("[red]FAILED[/red]" if m.error else "[red]DIFFERS[/red]" if m.differs
                   else "[green]same rows[/green]")  # the reason is printed below the table
+        heap = [m.peak_heap_mb, m.live_heap_mb, *((m.retained_heap_mb,) if retained else ())]
         table.add_row(m.name, f"{m.rows_in:,}", f"{m.rows_out:,}" if not m.error else "-",
                       str(m.batches) if m.batches is not None else "-", f"{m.seconds:.1f}",
                       f"{m.rows_per_s:,.0f}" if not m.error else "-",
-                      f"{m.peak_heap_mb:,.0f}" if not (m.error or m.peer) else "-",
-                      f"{m.live_heap_mb:,.0f}" if not (m.error or m.peer) else "-", result)
+                      *(f"{h:,.0f}" if h is not None and not (m.error or m.peer) else "-" for h in heap),
+                      result)
     console.print(table)
 
     def ratio(a: str, b: str, target: float | None, label: str) -> None:
@@ -454,6 +485,9 @@ def main() -> int:
     parser.add_argument("--only", default="", help="comma-separated runs to measure besides the batch "
                         "plan (e.g. `incremental,hand stateful`); default: all")
     parser.add_argument("--debug", action="store_true", help="print the traceback of a failed run")
+    parser.add_argument("--retained-every", type=float, default=0.0, help="after the timed rounds, run "
+                        "every run once more asking for a full collection this often (seconds) and report the "
+                        "most the heap held after one (`retained`); that round is not timed (0: no such round)")
     parser.add_argument("--json", type=Path, default=None, help="also write every run's measure "
                         "(its fastest round) to this file, as JSON (bench/scale.py reads it)")
     parser.add_argument("--peers", default="", help="other engines to run side by side: `flink` "
@@ -532,20 +566,32 @@ def bench(project: Path, args) -> int:
              if not only or name == "batch plan" or name in only or name.removesuffix(" stream") in only]
     best: dict[str, Measure] = {}
     every: dict[str, list[Measure]] = {}  # each run's measure in every round, in round order
-    for round_ in range(1, args.rounds + 1):
+    retained: dict[str, Measure] = {}  # each run's `--retained-every` round (not timed)
+    for round_ in range(1, args.rounds + 1 + (args.retained_every > 0)):
+        full_every = args.retained_every if round_ > args.rounds else 0.0
         for name, run in steps:
             slug = name.replace(" stream", "").replace(" ", "_")
             # a batch run writes its table again (a backfill after an outage: the table
             # exists), a stream run starts on a fresh table and checkpoint
             table = f"{OUT}.{slug}" if name in BATCH_RUNS else f"{OUT}.{slug}_r{round_}"
-            print(f"round {round_}/{args.rounds}: {name}")
+            print(f"round {round_}/{args.rounds}: {name}" if not full_every else
+                  f"retained heap: {name} (a full collection every {full_every:g}s; not timed)")
             m = timed(Measure(name, table, rows_in), spark,
                       lambda run=run, table=table, slug=slug, round_=round_:
-                      run(table, checkpoints / f"{slug}_r{round_}"))
-            print(f"  {m.seconds:.1f}s" + (f"; FAILED: {m.error}" if m.error else f"; {m.rows_out:,} rows out"))
+                      run(table, checkpoints / f"{slug}_r{round_}"), full_every)
+            print(f"  {m.seconds:.1f}s" + (f"; FAILED: {m.error}" if m.error else f"; {m.rows_out:,} rows out")
+                  + (f"; retained heap {m.retained_heap_mb:,.0f} MB" if m.retained_heap_mb is not None else ""))
+            if full_every:
+                retained[name] = m
+                continue
             every.setdefault(name, []).append(m)
             if name not in best or best[name].error or (not m.error and m.seconds < best[name].seconds):
                 best[name] = m
+    for name, m in retained.items():
+        if m.error:
+            best[name].error = best[name].error or f"retained-heap round: {m.error}"
+        else:
+            best[name].retained_heap_mb = m.retained_heap_mb
     runs = [best[name] for name, _ in steps]
     if "flink" in args.peers:
         delay_s = math.ceil((side.allowed_lateness_us + side.future_tolerance_us) / 1e6)
