@@ -103,6 +103,27 @@ def test_a_partitioned_write_adds_one_file_per_partition_not_one_per_task(spark)
     assert plain.files > 2  # the baseline: without it, each task writes its own file per partition
 
 
+def test_a_partitioned_write_keeps_its_file_size_under_a_small_session_advisory_size(spark):
+    """The rebalance before a partitioned write has its own advisory size (64 MB): a session
+    size for joins far below a partition's rows (64 KB here) does not split the partition
+    into several files, as Spark's `rebalance` hint, sized by the session, does."""
+    sink = Sink(f"{DB}.sized", "append_once", ("dt",))
+    rows = spark.range(60_000).selectExpr(
+        "id", "sha2(cast(id AS string), 256) AS v", "concat('2026-11-0', 1 + id % 2) AS dt")
+    key = "spark.sql.adaptive.advisoryPartitionSizeInBytes"
+    before = spark.conf.get(key)
+    spark.conf.set(key, "64k")
+    try:
+        result = write(spark, sink, rows, batch=BatchId("query-1", 0))
+        hinted = write(spark, sink, rows.hint("rebalance", "dt"), batch=BatchId("query-1", 1),
+                       optimize_write=False)
+    finally:
+        spark.conf.set(key, before)
+    assert sorted((p.spec, p.rows, p.files) for p in result.partitions) == [
+        ("dt=2026-11-01", 30_000, 1), ("dt=2026-11-02", 30_000, 1)]
+    assert hinted.rows == 60_000 and hinted.files > 2  # the baseline: the hint splits each
+
+
 def test_replace_rewrites_rows_and_schema(spark):
     sink = Sink(f"{DB}.replaced", "replace")
     write(spark, sink, frame(spark, (1, "a", "2026-11-01"), (2, "b", "2026-11-02")))

@@ -29,7 +29,6 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from sqlflow.errors import SqlflowError
-from sqlflow.identifiers import quote as quote_ident
 from sqlflow.planning.plan import Sink
 from sqlflow.runtime import ownership, plain_tables
 from sqlflow.runtime.delta import (
@@ -38,6 +37,7 @@ from sqlflow.runtime.delta import (
     local_append,
     once,
     partition_path,
+    rebalance,
     retried_create,
 )
 from sqlflow.runtime.delta.deltalog import TableInfo, quote
@@ -97,7 +97,8 @@ def write(spark: SparkSession, sink: Sink, rows: DataFrame | None = None, *, sql
 
     A partitioned table is written rebalanced by its partition columns (`optimize_write`):
     one shuffle sends each partition's rows to one task (Spark's adaptive execution splits a
-    partition too big for one task and merges small ones), so a write adds about one file per
+    partition too big for one task and merges small ones, to 64 MB parts whatever the session's
+    size for joins: `rebalance`), so a write adds about one file per
     partition it touches instead of one per partition per task, and costs less for it (each
     file is a Parquet footer and a statistics pass). Delta's own optimized write gives the same
     files but runs one task per partition: 47 tasks for a 4M-row catch-up micro-batch, about
@@ -181,7 +182,7 @@ def write(spark: SparkSession, sink: Sink, rows: DataFrame | None = None, *, sql
         rows = left
     try:
         if optimize_write and sink.partition_by:
-            rows = rows.hint("rebalance", *[F.col(quote_ident(c)) for c in sink.partition_by])
+            rows = rebalance.by_partition(rows, sink.partition_by)
         _dispatch(sink, rows, info is None, replace_where, batch)
     except AnalysisException as exc:
         raise _write_failed(sink, exc) from exc
