@@ -29,9 +29,9 @@ from sqlflow.identifiers import quote as quote_ident
 FILE_BYTES = 64 * 1024 * 1024
 
 
-def by_partition(rows: DataFrame, columns: Sequence[str], size: int = FILE_BYTES) -> DataFrame:
-    """`rows` rebalanced by `columns` (at least one), its parts merged or split to about `size`
-    bytes of shuffle output (the session's advisory size over Spark Connect)."""
+def by_partition(rows: DataFrame, columns: Sequence[str]) -> DataFrame:
+    """`rows` rebalanced by `columns` (at least one), its parts merged or split to about
+    `FILE_BYTES` of shuffle output (the session's advisory size over Spark Connect)."""
     if not columns:
         raise ValueError("a rebalance needs at least one column")
     jdf = getattr(rows, "_jdf", None)  # (Connect: an AttributeError, so None)
@@ -44,7 +44,7 @@ def by_partition(rows: DataFrame, columns: Sequence[str], size: int = FILE_BYTES
     for c in columns:
         names.add(jvm.org.apache.spark.sql.catalyst.analysis.UnresolvedAttribute.quoted(c))
     # a Scala Option of a JVM-side Long: py4j would hand a java.lang.Long back as a Python int
-    boxed = jvm.java.util.stream.LongStream.of(size).boxed().findFirst()
+    boxed = jvm.java.util.stream.LongStream.of(FILE_BYTES).boxed().findFirst()
     node = jvm.org.apache.spark.sql.catalyst.plans.logical.RebalancePartitions(
         scala.CollectionConverters.asScala(names).toSeq(), jdf.queryExecution().logical(),
         scala.OptionConverters.toScala(jvm.java.util.Optional.empty()),
