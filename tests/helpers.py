@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import textwrap
 from collections.abc import Mapping
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -54,12 +55,19 @@ sqlflow:
 """
 
 
+# the rules of `ods_sources_yml`'s tables: a row ingested more than LATENESS after its event
+# time is late, one ingested more than FUTURE_TOLERANCE before it is from the future
+LATENESS, FUTURE_TOLERANCE = timedelta(minutes=10), timedelta(minutes=5)
+
+
 def ods_sources_yml(ods_schema: str, **event_times: str) -> str:
     """A source `ods` in `ods_schema` whose tables (name=event-time column) have ingest time
-    `ingest_ts`, 10 min lateness and 5 min future tolerance."""
+    `ingest_ts`, `LATENESS` (10 min) and `FUTURE_TOLERANCE` (5 min)."""
+    rules = (f"allowed_lateness: {LATENESS.seconds // 60} minutes, "
+             f"future_tolerance: {FUTURE_TOLERANCE.seconds // 60} minutes")
     tables = "".join(
         f"      - name: {name}\n        meta:\n          sqlflow: {{event_time: {column}, "
-        "ingest_time: ingest_ts, allowed_lateness: 10 minutes, future_tolerance: 5 minutes}\n"
+        f"ingest_time: ingest_ts, {rules}}}\n"
         for name, column in event_times.items())
     return f"version: 2\nsources:\n  - name: ods\n    schema: {ods_schema}\n    tables:\n{tables}"
 

@@ -40,7 +40,7 @@ from pathlib import Path
 import pytest
 from pyspark.sql import functions as F
 
-from helpers import SHORT_JVM, make_project, ods_sources_yml
+from helpers import FUTURE_TOLERANCE, LATENESS, SHORT_JVM, make_project, ods_sources_yml
 from runtime.adkit import CLICK_SCHEMA, DAY1, IMP_SCHEMA, in_ingest_chunks, random_rows
 from sqlflow.runtime import fault_points
 
@@ -57,6 +57,8 @@ JOIN {{ source('ods', 'imps') }} AS i
   ON i.req_id = c.req_id AND c.click_ts BETWEEN i.imp_ts AND i.imp_ts + INTERVAL 20 MINUTES
 """
 DEPTS = ("live", "main", "music")
+# seconds from event to ingest time that neither rule of the sources quarantines
+ON_TIME_S = (1 - int(FUTURE_TOLERANCE.total_seconds()), int(LATENESS.total_seconds()) - 1)
 EVENT_SCHEMA = ("event_id string, spmid string, event_type string, product string, event_ts timestamp, "
                 "ingest_ts timestamp")
 PROFILE = f"""\
@@ -102,14 +104,15 @@ def routing(group: str) -> dict:
 def random_events(rnd: random.Random, n: int = 40) -> list[tuple]:
     """Three hours of events over three departments and malformed spmids, ingest up to 6 min
     early (some future) to 12 min late (some late), tags with NULLs (as test_routing's). The
-    first row of each department is on time (ingest 5 min early to 10 min late), so no routed
+    first row of each department is on time (within the sources' `FUTURE_TOLERANCE` and
+    `LATENESS`: ingest 5 min early to 10 min late), so no routed
     target's batch plan is empty whatever the seed (seed 893802963 drew two `live` rows, both
     quarantined, and the test's "not vacuous" check failed)."""
     rows = []
     for k in range(n):
         ts = DAY1 + timedelta(hours=10, microseconds=rnd.randrange(3 * 3_600_000_000))
         on_time = k < len(DEPTS)
-        ingest = ts + timedelta(seconds=rnd.randint(-299, 599) if on_time else rnd.randint(-360, 720))
+        ingest = ts + timedelta(seconds=rnd.randint(*ON_TIME_S) if on_time else rnd.randint(-360, 720))
         dept = DEPTS[k] if on_time else rnd.choice((*DEPTS, None))
         rows.append((f"e{k}", f"{dept}.page.mod.{k % 3}" if dept else "broken",
                      rnd.choice(["pv", "show", None]), rnd.choice(["app", "web"]), ts, ingest))
