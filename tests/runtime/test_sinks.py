@@ -122,6 +122,9 @@ def test_a_partitioned_write_keeps_its_file_size_under_a_small_session_advisory_
     assert sorted((p.spec, p.rows, p.files) for p in result.partitions) == [
         ("dt=2026-11-01", 30_000, 1), ("dt=2026-11-02", 30_000, 1)]
     assert hinted.rows == 60_000 and hinted.files > 2  # the baseline: the hint splits each
+    both = rows.unionAll(rows)  # every row of both writes, each once per write
+    stored = spark.table(sink.table)
+    assert stored.exceptAll(both).count() == 0 and both.exceptAll(stored).count() == 0
 
 
 def test_replace_rewrites_rows_and_schema(spark):
