@@ -1,10 +1,14 @@
 """Interval-join throughput and memory: sqlflow's plans against hand-written PySpark (docs/design.md §2.9).
 
     .venv/bin/python bench/interval_join.py [--rows 200000] [--batches 0] [--rounds 2] [--seed 42]
+                                            [--inputs DIR]
 
 Copies the project to a temp folder (its own warehouse and metastore), generates the ad data
 with the demo generator (`--rows` impressions; clicks scale with it), builds the two staging
-tables with their batch plans, then measures, in this one process and on one SparkSession, the
+tables with their batch plans (`--inputs DIR`: in a folder under DIR named by the data's
+arguments, kept, and reused by a later run with the same arguments: the project files copied
+again, the earlier run's tables, checkpoints and commit-log rows dropped), then measures, in
+this one process and on one SparkSession, the
 20-minute click-to-impression join `dwd_ad_clicks_attributed` five ways:
 
   batch plan            sqlflow's backfill (`run_batch`)
@@ -194,9 +198,14 @@ def explicit_gc_flags(spark) -> str:
 
 
 def copy_project(folder: Path) -> Path:
+    """This checkout's project files into `folder` (replacing any there; data under `.sqlflow/` stays)."""
     for name in ("dbt_project.yml", "models", "macros", "profiles", "udfs"):
-        src = ROOT / name
-        (shutil.copytree if src.is_dir() else shutil.copy)(src, folder / name)
+        src, dst = ROOT / name, folder / name
+        if src.is_dir():
+            shutil.rmtree(dst, ignore_errors=True)
+            shutil.copytree(src, dst)
+        else:
+            shutil.copy(src, dst)
     text = (folder / "models/dwd" / f"{MODEL}.sql").read_text()
     config = "materialized='streaming_table',"
     if config not in text:
@@ -485,6 +494,9 @@ def main() -> int:
     parser.add_argument("--keep", action="store_true", help="keep the temp project folder")
     parser.add_argument("--only", default="", help="comma-separated runs to measure besides the batch "
                         "plan (e.g. `incremental,hand stateful`); default: all")
+    parser.add_argument("--inputs", type=Path, default=None, help="keep the generated inputs in a folder "
+                        "under this one, named by --rows, --seed and --days, and reuse them when it is there "
+                        "(generating 16M rows takes minutes); the project files are copied afresh every time")
     parser.add_argument("--debug", action="store_true", help="print the traceback of a failed run")
     parser.add_argument("--retained-every", type=float, default=0.0, help="after the timed rounds, run "
                         "every run once more asking for a full collection this often (seconds) and report the "
@@ -509,6 +521,10 @@ def main() -> int:
         return 2
     args.peers = peers
 
+    if args.inputs:  # kept: generated once per size, reused by later runs
+        folder = args.inputs.resolve() / f"rows{args.rows}_seed{args.seed}_days{args.days}"
+        folder.mkdir(parents=True, exist_ok=True)
+        return bench(copy_project(folder), args)
     folder = Path(tempfile.mkdtemp(prefix="sqlflow_bench_"))
     try:
         return bench(copy_project(folder), args)
@@ -523,6 +539,7 @@ def bench(project: Path, args) -> int:
     from sqlflow.compiler import compile_project
     from sqlflow.demo.generate import generate
     from sqlflow.engine.context import Context
+    from sqlflow.planning.plan import COMMIT_LOG
     from sqlflow.runtime.batch import run_batch
 
     ctx = Context.discover(project)
@@ -531,15 +548,31 @@ def bench(project: Path, args) -> int:
     if args.retained_every and (flags := explicit_gc_flags(spark)):  # before any run, not after them
         raise SystemExit(f"bench: the JVM runs with {flags}: System.gc() is then no full collection "
                          "and --retained-every cannot read the retained heap; drop the flag or the option")
-    print(f"generating {args.rows:,} impressions over {args.days} day(s) (seed {args.seed}) in {project}")
-    generate(spark, rows=args.rows, seed=args.seed, days=args.days)
     batch_plans = compile_project(project, mode="batch", target=ctx.target)
     stream_plans = compile_project(project, mode="stream", target=ctx.target)
     batch_plans.raise_if_errors()
     stream_plans.raise_if_errors()
-    for model in ("stg_ad_clicks", "stg_ad_impressions"):
-        print(f"building {model} (batch plan; not measured)")
-        run_batch(ctx, batch_plans.plans[model])
+    built = project / ".sqlflow" / "bench_inputs.json"  # written once the inputs are whole
+    if built.exists():
+        kept = json.loads(built.read_text())
+        print(f"reusing the inputs generated in {project}")
+        # as they were after the build: no earlier run's tables, checkpoints or commit-log rows
+        spark.sql(f"DROP DATABASE IF EXISTS {OUT} CASCADE")
+        for leftover in ("bench", "flink"):
+            shutil.rmtree(project / ".sqlflow" / leftover, ignore_errors=True)
+        if kept["commit_log_version"] is not None:
+            spark.sql(f"RESTORE TABLE {COMMIT_LOG} TO VERSION AS OF {int(kept['commit_log_version'])}")
+    else:
+        print(f"generating {args.rows:,} impressions over {args.days} day(s) (seed {args.seed}) in {project}")
+        generate(spark, rows=args.rows, seed=args.seed, days=args.days)
+        for model in ("stg_ad_clicks", "stg_ad_impressions"):
+            print(f"building {model} (batch plan; not measured)")
+            run_batch(ctx, batch_plans.plans[model])
+        if args.inputs:
+            version = (spark.sql(f"DESCRIBE HISTORY {COMMIT_LOG} LIMIT 1").first()["version"]
+                       if spark.catalog.tableExists(COMMIT_LOG) else None)
+            built.write_text(json.dumps({"rows": args.rows, "seed": args.seed, "days": args.days,
+                                         "commit_log_version": version}) + "\n")
     spark.sql(f"CREATE DATABASE IF NOT EXISTS {OUT}")
     rows_in = sum(spark.table(t).count() for t in INPUTS)
     files = (max(1, math.ceil(max(files_of(spark, t) for t in INPUTS) / args.batches))

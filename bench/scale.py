@@ -26,8 +26,8 @@ is machine-readable:
 With `--rounds 1` each size's first run (the batch plan) also pays its process's JVM warm-up,
 which weighs most at the smallest size; `--rounds 2` reports each run's faster round.
 A benchmark, not a test: nothing asserts a time. Each size runs the whole interval_join bench,
-so 16M rows takes long on two cores (the generator alone writes 16M impressions); progress is
-printed per size.
+so 16M rows takes long on two cores (the generator alone writes 16M impressions; `--inputs DIR`
+keeps each size's inputs there and later runs reuse them); progress is printed per size.
 """
 
 from __future__ import annotations
@@ -54,6 +54,8 @@ def measure(rows: int, args) -> dict[str, dict]:
                    "--retained-every", str(args.retained_every)]
         if args.runs:
             command += ["--only", args.runs]
+        if args.inputs:
+            command += ["--inputs", str(args.inputs)]
         began = time.monotonic()
         done = subprocess.run(command, capture_output=True, text=True)
         if not out.exists():
@@ -76,6 +78,8 @@ def main() -> int:
     parser.add_argument("--batches", type=int, default=0, help="interval_join.py --batches")
     parser.add_argument("--retained-every", type=float, default=1.0, help="seconds between the full "
                         "collections of the untimed run that reads the retained heap")
+    parser.add_argument("--inputs", type=Path, default=None, help="keep each size's generated inputs "
+                        "in a folder under this one and reuse them on later runs (interval_join.py --inputs)")
     args = parser.parse_args()
     if args.retained_every <= 0:
         raise SystemExit("bench: --retained-every must be above 0 (the retained heap is the target's figure)")
