@@ -6,8 +6,9 @@
 Copies the project to a temp folder (its own warehouse and metastore), generates the ad data
 with the demo generator (`--rows` impressions; clicks scale with it), builds the two staging
 tables with their batch plans (`--inputs DIR`: in a folder under DIR named by the data's
-arguments, kept, and reused by a later run with the same arguments: the project files copied
-again, the earlier run's tables, checkpoints and commit-log rows dropped), then measures, in
+arguments, kept, and reused by a later run with the same arguments and the same generator,
+sources yml and staging models: the project files copied again, the earlier run's tables,
+checkpoints and commit-log rows dropped), then measures, in
 this one process and on one SparkSession, the
 20-minute click-to-impression join `dwd_ad_clicks_attributed` five ways:
 
@@ -213,6 +214,19 @@ def copy_project(folder: Path) -> Path:
     (folder / "models/dwd" / f"{STATEFUL}.sql").write_text(
         text.replace(config, f"{config} stream_strategy='stateful',", 1))
     return folder
+
+
+def inputs_fingerprint() -> str:
+    """What made a kept input (`--inputs`): a hash of the demo generator's code, the sources'
+    yml and the staging models, so inputs made by other ones are made again."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    files = [*sorted((ROOT / "src/sqlflow/demo").glob("*.py")), ROOT / "models/sources.yml",
+             *sorted((ROOT / "models/staging").glob("*"))]
+    for path in files:
+        digest.update(path.relative_to(ROOT).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()[:16]
 
 
 def timed(m: Measure, spark, run: Callable[[], int | None], full_every: float = 0.0) -> Measure:
@@ -524,6 +538,11 @@ def main() -> int:
     if args.inputs:  # kept: generated once per size, reused by later runs
         folder = args.inputs.resolve() / f"rows{args.rows}_seed{args.seed}_days{args.days}"
         folder.mkdir(parents=True, exist_ok=True)
+        built = folder / ".sqlflow" / "bench_inputs.json"
+        if built.exists() and json.loads(built.read_text()).get("made_by") != inputs_fingerprint():
+            # before any session: the folder holds its metastore too
+            print(f"the inputs in {folder} were made by another generator or staging models: made again")
+            shutil.rmtree(folder / ".sqlflow")
         return bench(copy_project(folder), args)
     folder = Path(tempfile.mkdtemp(prefix="sqlflow_bench_"))
     try:
@@ -553,8 +572,8 @@ def bench(project: Path, args) -> int:
     batch_plans.raise_if_errors()
     stream_plans.raise_if_errors()
     built = project / ".sqlflow" / "bench_inputs.json"  # written once the inputs are whole
-    if built.exists():
-        kept = json.loads(built.read_text())
+    kept = json.loads(built.read_text()) if built.exists() else None  # (checked by `main`)
+    if kept is not None:
         print(f"reusing the inputs generated in {project}")
         # as they were after the build: no earlier run's tables, checkpoints or commit-log rows
         spark.sql(f"DROP DATABASE IF EXISTS {OUT} CASCADE")
@@ -572,7 +591,8 @@ def bench(project: Path, args) -> int:
             version = (spark.sql(f"DESCRIBE HISTORY {COMMIT_LOG} LIMIT 1").first()["version"]
                        if spark.catalog.tableExists(COMMIT_LOG) else None)
             built.write_text(json.dumps({"rows": args.rows, "seed": args.seed, "days": args.days,
-                                         "commit_log_version": version}) + "\n")
+                                         "commit_log_version": version,
+                                         "made_by": inputs_fingerprint()}) + "\n")
     spark.sql(f"CREATE DATABASE IF NOT EXISTS {OUT}")
     rows_in = sum(spark.table(t).count() for t in INPUTS)
     files = (max(1, math.ceil(max(files_of(spark, t) for t in INPUTS) / args.batches))
