@@ -229,6 +229,18 @@ def inputs_fingerprint() -> str:
     return digest.hexdigest()[:16]
 
 
+def _whole_inputs(marker: Path) -> bool:
+    """Whether `marker` says its folder's inputs were built whole by this generator, sources yml
+    and staging models (`inputs_fingerprint`): an interrupted build wrote none, a torn one
+    cannot be read."""
+    try:
+        kept = json.loads(marker.read_text())
+    except (OSError, ValueError):
+        return False
+    return (isinstance(kept, dict) and kept.get("made_by") == inputs_fingerprint()
+            and "commit_log_version" in kept)
+
+
 def timed(m: Measure, spark, run: Callable[[], int | None], full_every: float = 0.0) -> Measure:
     """Run `run` (returns its micro-batch count, or None), sampling the heap; keep the error.
     The clock starts after the sampler's `System.gc()`: the harness's collection of earlier
@@ -536,13 +548,16 @@ def main() -> int:
     args.peers = peers
 
     if args.inputs:  # kept: generated once per size, reused by later runs
+        if args.inputs.exists() and not args.inputs.is_dir():
+            parser.error(f"--inputs {args.inputs} is a file; give a folder (created when missing)")
         folder = args.inputs.resolve() / f"rows{args.rows}_seed{args.seed}_days{args.days}"
         folder.mkdir(parents=True, exist_ok=True)
-        built = folder / ".sqlflow" / "bench_inputs.json"
-        if built.exists() and json.loads(built.read_text()).get("made_by") != inputs_fingerprint():
-            # before any session: the folder holds its metastore too
-            print(f"the inputs in {folder} were made by another generator or staging models: made again")
-            shutil.rmtree(folder / ".sqlflow")
+        state = folder / ".sqlflow"
+        if state.exists() and not _whole_inputs(state / "bench_inputs.json"):
+            # before any session (the folder holds its metastore too): start from nothing
+            print(f"the inputs in {folder} are not whole or were made by another generator or "
+                  "staging models: made again")
+            shutil.rmtree(state)
         return bench(copy_project(folder), args)
     folder = Path(tempfile.mkdtemp(prefix="sqlflow_bench_"))
     try:
