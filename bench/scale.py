@@ -28,8 +28,11 @@ which weighs most at the smallest size; `--rounds 2` reports each run's faster r
 process is still warming up after two rounds of 1M rows (its batch plan took 10.3, 4.2, 3.0,
 2.9, 2.6, 2.4, 2.3, 2.2 s in eight rounds, 2026-12-08), while one 16M round warms up inside
 itself: `--warm ROWS` times each size over as many rounds as it takes to read about ROWS
-input rows (at least `--rounds`), so every size is reported warm (`--warm 16000000`: sixteen
-rounds at 1M, four at 4M, one at 16M, by impressions). Each size prints its rounds.
+impressions (at least `--rounds`), so every size is reported warm (`--warm 16000000`: sixteen
+rounds at 1M, four at 4M, one at 16M). Each size prints its rounds. The retained-heap run
+follows the timed rounds, so under `--warm` a small size's figure also holds what its many
+rounds left behind (2026-12-08: 1M retained 291-295 MB after sixteen rounds, 180-230 MB
+after two).
 A benchmark, not a test: nothing asserts a time. Each size runs the whole interval_join bench,
 so 16M rows takes long on two cores (the generator alone writes 16M impressions; `--inputs DIR`
 keeps each size's inputs there and later runs reuse them); progress is printed per size.
@@ -100,8 +103,8 @@ def main() -> int:
     if args.retained_every <= 0:
         raise SystemExit("bench: --retained-every must be above 0 (the retained heap is the target's figure)")
     sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
-    if len(sizes) < 2:
-        raise SystemExit("bench: --sizes needs at least two sizes")
+    if len(sizes) < 2 or min(sizes) < 1:
+        raise SystemExit("bench: --sizes needs at least two sizes, each at least 1")
     by_size: dict[int, dict[str, dict]] = {}
     for rows in sizes:
         print(f"measuring {rows:,} impressions ({rounds_at(rows, args)} round(s)) …", flush=True)
