@@ -575,6 +575,7 @@ def bench(project: Path, args) -> int:
     from sqlflow.engine.context import Context
     from sqlflow.planning.plan import COMMIT_LOG
     from sqlflow.runtime.batch import run_batch
+    from sqlflow.runtime.delta.deltalog import latest_version
 
     ctx = Context.discover(project)
     spark = ctx.spark
@@ -589,6 +590,11 @@ def bench(project: Path, args) -> int:
     built = project / ".sqlflow" / "bench_inputs.json"  # written once the inputs are whole
     kept = json.loads(built.read_text()) if built.exists() else None  # (checked by `main`)
     if kept is not None:
+        needed = (*INPUTS, COMMIT_LOG) if kept["commit_log_version"] is not None else INPUTS
+        gone = [t for t in needed if not spark.catalog.tableExists(t)]
+        if gone:  # removed by hand since: the metastore lives in the folder, so not built again here
+            raise SystemExit(f"bench: the kept inputs in {project} lack {', '.join(gone)}; "
+                             f"remove {project} and run again to generate them")
         print(f"reusing the inputs generated in {project}")
         # as they were after the build: no earlier run's tables, checkpoints or commit-log rows
         spark.sql(f"DROP DATABASE IF EXISTS {OUT} CASCADE")
@@ -603,8 +609,7 @@ def bench(project: Path, args) -> int:
             print(f"building {model} (batch plan; not measured)")
             run_batch(ctx, batch_plans.plans[model])
         if args.inputs:
-            version = (spark.sql(f"DESCRIBE HISTORY {COMMIT_LOG} LIMIT 1").first()["version"]
-                       if spark.catalog.tableExists(COMMIT_LOG) else None)
+            version = latest_version(spark, COMMIT_LOG)
             built.write_text(json.dumps({"rows": args.rows, "seed": args.seed, "days": args.days,
                                          "commit_log_version": version,
                                          "made_by": inputs_fingerprint()}) + "\n")
